@@ -1,0 +1,108 @@
+# Shared helpers for engram's scripts. Source it; do not run it.
+# Every step prints what it does; a failed step stops with what to do next.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export ENGRAM_HOME="${ENGRAM_HOME:-$ROOT/.engram}"
+export DEBIAN_FRONTEND=noninteractive
+export PATH="$HOME/.cargo/bin:$PATH"
+
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=/usr/bin/pg_config
+PGRX_VERSION=0.18.1
+PGVECTOR_MIN=0.8.0
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die() {
+  printf '\n\033[31mERROR:\033[0m %s\n' "$1" >&2
+  [ $# -gt 1 ] && printf '       %s\n' "${@:2}" >&2
+  exit 1
+}
+
+as_postgres() { runuser -u postgres -- "$@"; }
+
+# The postgres OS user must be able to reach data directories under the repo,
+# which may sit below a root-only home directory (e.g. /root). Open only the
+# search (x) bit on each ancestor, never read access.
+ensure_postgres_can_reach() {
+  local dir="$1" d
+  if as_postgres test -x "$dir" 2>/dev/null; then return 0; fi
+  info "granting the postgres user passage (o+x) to $dir and its parents"
+  d="$dir"
+  while [ "$d" != "/" ]; do
+    chmod o+x "$d"
+    d="$(dirname "$d")"
+  done
+}
+
+# cluster_start NAME PORT DBNAME: an initdb'd cluster under $ENGRAM_HOME/NAME,
+# run as postgres, pg_cron preloaded for DBNAME, sockets under the cluster dir.
+cluster_dir() { echo "$ENGRAM_HOME/$1"; }
+
+cluster_start() {
+  local name="$1" port="$2" db="$3"
+  local dir; dir="$(cluster_dir "$name")"
+  local data="$dir/pgdata" sock="$dir/run"
+  mkdir -p "$dir" "$sock"
+  chown postgres:postgres "$dir" "$sock"
+  ensure_postgres_can_reach "$dir"
+  if [ ! -s "$data/PG_VERSION" ]; then
+    step "initdb: new cluster '$name' in $data"
+    as_postgres "$PG_BIN/initdb" -D "$data" -U postgres --auth-local=trust \
+      --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+      die "initdb failed; see $dir/initdb.log" "remove $dir to start over"
+  fi
+  # Rewritten on every start so that a changed port or database name applies.
+  cat >"$data/engram.conf" <<CONF
+# Written by scripts/lib.sh (cluster_start); edits are overwritten.
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$sock'
+shared_preload_libraries = 'pg_cron'
+cron.database_name = '$db'
+max_connections = 200
+shared_buffers = 1GB
+maintenance_work_mem = 1GB
+max_parallel_maintenance_workers = 2
+log_min_messages = warning
+CONF
+  chown postgres:postgres "$data/engram.conf"
+  grep -q "^include_if_exists = 'engram.conf'" "$data/postgresql.conf" ||
+    echo "include_if_exists = 'engram.conf'" >>"$data/postgresql.conf"
+  if as_postgres "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    info "cluster '$name' already running on port $port (restarting to apply settings)"
+    as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -m fast restart -l "$dir/postgres.log" >/dev/null ||
+      die "could not restart cluster '$name'; see $dir/postgres.log"
+  else
+    step "starting cluster '$name' on port $port"
+    as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -t 60 start -l "$dir/postgres.log" >/dev/null ||
+      die "postgres did not start; see $dir/postgres.log" \
+        "is port $port taken? set ENGRAM_PGPORT to another port"
+  fi
+}
+
+cluster_stop() {
+  local data; data="$(cluster_dir "$1")/pgdata"
+  if [ -s "$data/PG_VERSION" ] && as_postgres "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -m fast stop >/dev/null
+  fi
+}
+
+# psql against a cluster as the postgres superuser: cluster_psql NAME PORT DB [psql args]
+cluster_psql() {
+  local name="$1" port="$2" db="$3"; shift 3
+  psql -X -v ON_ERROR_STOP=1 -q -h "$(cluster_dir "$name")/run" -p "$port" -U postgres -d "$db" "$@"
+}
+
+# cluster_create_db NAME PORT DB: the database, pg_cron and engram in it.
+cluster_create_db() {
+  local name="$1" port="$2" db="$3"
+  if [ "$(cluster_psql "$name" "$port" postgres -tAc "select 1 from pg_database where datname = '$db'")" != 1 ]; then
+    step "creating database '$db'"
+    cluster_psql "$name" "$port" postgres -c "create database \"$db\""
+  fi
+  cluster_psql "$name" "$port" "$db" -c "create extension if not exists pg_cron" \
+    -c "create extension if not exists engram cascade" ||
+    die "could not create the extensions in '$db'" "see $(cluster_dir "$name")/postgres.log"
+}
