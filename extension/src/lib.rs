@@ -1,2 +1,27 @@
+//! The `engram` Postgres extension.
+//!
+//! Tables, roles, row-level security and the orchestrating SQL functions live
+//! in `extension/sql/*.sql` (loaded below), where the planner can see every
+//! query. The decisions those functions delegate — validation, tag scopes,
+//! scoring formulas, fusion, cursors — live in the pure `engram-core` crate;
+//! the modules here only bind them to SQL.
+
 use pgrx::prelude::*;
+
+mod checks;
+mod errors;
+mod gucs;
+mod scope;
+mod scoring;
+
 ::pgrx::pg_module_magic!(name, version);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+}
+
+// Tables, indexes, the engram_agent role and RLS policies come first;
+// the plpgsql API last, once every Rust function it calls exists.
+extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+extension_sql_file!("../sql/api.sql", name = "api", finalize);

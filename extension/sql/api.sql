@@ -1,0 +1,1051 @@
+-- engram SQL API. Loaded last by CREATE EXTENSION (extension_sql_file!,
+-- finalize), after the Rust functions it calls (engram._check_*, scoring,
+-- scopes). Conventions:
+--   * every function takes named arguments; `owner` may be omitted when the
+--     session sets engram.owner (engram._owner resolves and enforces it);
+--   * columns are always qualified with a table alias, so plpgsql never
+--     confuses them with the parameters of the same name;
+--   * values are bound, never spliced into SQL text;
+--   * errors carry a SQLSTATE and say what to do next.
+
+---------------------------------------------------------------------------
+-- helpers
+---------------------------------------------------------------------------
+
+-- The owner a call acts for. Under RLS (roles granted engram_agent) it is
+-- always engram.owner, and naming another owner is refused.
+CREATE FUNCTION engram._owner(p_owner text) RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_setting text := nullif(current_setting('engram.owner', true), '');
+BEGIN
+    IF row_security_active('engram.memories'::regclass) THEN
+        IF v_setting IS NULL THEN
+            RAISE EXCEPTION 'engram.owner is not set; run SET engram.owner = ''<owner>'' (or set_config(''engram.owner'', ..., true)) before calling engram functions as a restricted role'
+                USING ERRCODE = '42501';
+        END IF;
+        IF p_owner IS NOT NULL AND p_owner <> v_setting THEN
+            RAISE EXCEPTION 'owner ''%'' differs from engram.owner; a restricted role acts only for the owner in engram.owner', p_owner
+                USING ERRCODE = '42501';
+        END IF;
+        RETURN v_setting;
+    END IF;
+    p_owner := coalesce(p_owner, v_setting);
+    IF p_owner IS NULL OR p_owner = '' THEN
+        RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' or SET engram.owner = ''<owner>'''
+            USING ERRCODE = '22004';
+    END IF;
+    RETURN p_owner;
+END
+$fn$;
+
+-- The database's embedding dimension: the typmod of memories.embedding.
+CREATE FUNCTION engram._dims() RETURNS integer
+LANGUAGE sql STABLE AS $fn$
+    SELECT a.atttypmod FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = 'engram.memories'::regclass AND a.attname = 'embedding'
+$fn$;
+
+CREATE FUNCTION engram._check_vector(p_vec vector, p_argument text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_vec IS NOT NULL THEN
+        PERFORM engram._check_embedding(p_vec::real[], engram._dims(), p_argument);
+    END IF;
+END
+$fn$;
+
+-- Identity of a memory for duplicate detection: content, internal type,
+-- ghost scope and, for episodic memories (events), the session.
+CREATE FUNCTION engram._dedup_key(p_content text, p_internal_type text, p_scope text[], p_kind text, p_session text)
+RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT sha256(convert_to(jsonb_build_array(
+        p_content, p_internal_type, p_scope,
+        CASE WHEN p_kind = 'episodic' THEN p_session END)::text, 'UTF8'))
+$fn$;
+
+CREATE FUNCTION engram._trust_of(p_author text, p_created timestamptz, p_corrections integer, p_flags integer)
+RETURNS real LANGUAGE sql STABLE AS $fn$
+    SELECT engram.trust_score(p_author, extract(epoch FROM now() - p_created)::float8 / 86400,
+                              p_corrections, p_flags > 0, engram._setting_trust_half_life_days())
+$fn$;
+
+CREATE FUNCTION engram._staleness_of(p_last_use timestamptz, p_corrections integer, p_flags integer)
+RETURNS real LANGUAGE sql STABLE AS $fn$
+    SELECT engram.staleness_score(extract(epoch FROM now() - p_last_use)::float8 / 86400,
+                                  p_corrections, p_flags > 0, engram._setting_stale_after_days())
+$fn$;
+
+-- Serialises writes of one owner, so that the duplicate and conflict checks
+-- see every committed or concurrent write of that owner.
+CREATE FUNCTION engram._lock_owner(p_owner text) RETURNS void
+LANGUAGE sql AS $fn$
+    SELECT pg_advisory_xact_lock(hashtextextended('engram.owner:' || p_owner, 0))
+$fn$;
+
+CREATE FUNCTION engram._audit(p_owner text, p_action text, p_memory uuid, p_details jsonb DEFAULT '{}')
+RETURNS void LANGUAGE sql AS $fn$
+    INSERT INTO engram.audit_log (owner, action, memory_id, details)
+    VALUES (p_owner, p_action, p_memory, coalesce(p_details, '{}'))
+$fn$;
+
+-- The owner recorded on audit rows of database-wide jobs: NULL for a DBA,
+-- the session's owner under RLS (whose rows are the only ones it touched).
+CREATE FUNCTION engram._job_owner() RETURNS text
+LANGUAGE sql STABLE AS $fn$
+    SELECT CASE WHEN row_security_active('engram.memories'::regclass)
+                THEN current_setting('engram.owner', true) END
+$fn$;
+
+-- A memory by id, visible to the caller: same owner, same internal type
+-- (NULL = normal memories only) and carrying the scope tags. Anything else,
+-- another owner's memory included, is "not found": never reveal existence.
+CREATE FUNCTION engram._locate(p_owner text, p_id uuid, p_internal_type text, p_scope text[], p_lock boolean)
+RETURNS engram.memories LANGUAGE plpgsql AS $fn$
+DECLARE
+    r engram.memories;
+BEGIN
+    IF p_id IS NULL THEN
+        RAISE EXCEPTION 'id is required; pass id => ''<memory id>'' (see engram.search or engram.list)'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_filters(NULL, NULL, NULL, p_internal_type, p_scope);
+    IF p_lock THEN
+        SELECT m.* INTO r FROM engram.memories m
+        WHERE m.id = p_id AND m.owner = p_owner
+          AND m.internal_type IS NOT DISTINCT FROM p_internal_type
+          AND m.tags @> coalesce(p_scope, '{}')
+        FOR UPDATE;
+    ELSE
+        SELECT m.* INTO r FROM engram.memories m
+        WHERE m.id = p_id AND m.owner = p_owner
+          AND m.internal_type IS NOT DISTINCT FROM p_internal_type
+          AND m.tags @> coalesce(p_scope, '{}');
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memory % not found; use engram.search or engram.list to find memory ids', p_id
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN r;
+END
+$fn$;
+
+CREATE FUNCTION engram._require_writable(r engram.memories, p_action text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF r.source <> 'memory' THEN
+        RAISE EXCEPTION 'memory % is a % and is read-only to %; remember a new memory instead (hard forget erases it)', r.id, r.source, p_action
+            USING ERRCODE = '42501';
+    END IF;
+    IF r.status <> 'active' THEN
+        RAISE EXCEPTION 'memory % is % and cannot be changed; remember a new memory instead', r.id, r.status
+            USING ERRCODE = '55000';
+    END IF;
+END
+$fn$;
+
+-- The p_n nearest memories to p_query (cosine distance) among those matching
+-- the filters, in exact distance order. The planner chooses between the HNSW
+-- index (broad scopes; pgvector 0.8 iterative scans keep going until enough
+-- rows pass the filters) and a bitmap scan on the owner/tag indexes followed
+-- by an exact sort (narrow scopes). Custom plans let it see the real filter
+-- values; the index path over-fetches and re-sorts for recall. See
+-- docs/ARCHITECTURE.md, "Search plans".
+CREATE FUNCTION engram._knn(
+    p_owner text, p_query vector, p_n integer, p_statuses text[], p_internal_type text,
+    p_kinds text[], p_tags_all text[], p_tags_any text[], p_session text,
+    p_after timestamptz, p_before timestamptz)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+SET hnsw.iterative_scan = relaxed_order
+SET hnsw.ef_search = 100
+AS $fn$
+DECLARE
+    v_fetch integer := greatest(p_n * 4, 40);
+BEGIN
+    IF p_query IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('hnsw.ef_search', greatest(engram._setting_hnsw_ef_search(), v_fetch)::text, true);
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT m.id, m.embedding <=> p_query AS d
+        FROM engram.memories m
+        WHERE m.owner = p_owner
+          AND m.status = ANY (p_statuses)
+          AND (CASE WHEN p_internal_type IS NULL THEN m.internal_type IS NULL
+                    ELSE m.internal_type = p_internal_type END)
+          AND (p_kinds IS NULL OR m.kind = ANY (p_kinds))
+          AND (p_tags_all IS NULL OR m.tags @> p_tags_all)
+          AND (p_tags_any IS NULL OR m.tags && p_tags_any)
+          AND (p_session IS NULL OR m.session_id = p_session)
+          AND (p_after IS NULL OR m.created_at >= p_after)
+          AND (p_before IS NULL OR m.created_at < p_before)
+          AND m.embedding IS NOT NULL
+        ORDER BY m.embedding <=> p_query
+        LIMIT v_fetch)
+    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT p_n;
+END
+$fn$;
+
+-- Full-text leg of search: matches of any query term, best ts_rank_cd first.
+CREATE FUNCTION engram._lexical(
+    p_owner text, p_text text, p_n integer, p_statuses text[], p_internal_type text,
+    p_kinds text[], p_tags_all text[], p_tags_any text[], p_session text,
+    p_after timestamptz, p_before timestamptz)
+RETURNS TABLE (id uuid, rank real)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+DECLARE
+    -- any term may match (OR): a long question still finds the one memory
+    -- holding its rare token; ts_rank_cd rewards rows matching more terms.
+    v_query tsquery := replace(plainto_tsquery('english', p_text)::text, ' & ', ' | ')::tsquery;
+BEGIN
+    IF v_query IS NULL OR numnode(v_query) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT m.id, ts_rank_cd(m.content_tsv, v_query, 32)
+    FROM engram.memories m
+    WHERE m.content_tsv @@ v_query
+      AND m.owner = p_owner
+      AND m.status = ANY (p_statuses)
+      AND (CASE WHEN p_internal_type IS NULL THEN m.internal_type IS NULL
+                ELSE m.internal_type = p_internal_type END)
+      AND (p_kinds IS NULL OR m.kind = ANY (p_kinds))
+      AND (p_tags_all IS NULL OR m.tags @> p_tags_all)
+      AND (p_tags_any IS NULL OR m.tags && p_tags_any)
+      AND (p_session IS NULL OR m.session_id = p_session)
+      AND (p_after IS NULL OR m.created_at >= p_after)
+      AND (p_before IS NULL OR m.created_at < p_before)
+    ORDER BY 2 DESC, m.id
+    LIMIT p_n;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- configuration
+---------------------------------------------------------------------------
+
+-- Sets the embedding dimension of this database (default 384). Allowed
+-- while no memory holds an embedding; rebuilds the HNSW index.
+CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_current integer := engram._dims();
+    v_stored bigint;
+BEGIN
+    IF configure.embedding_dims IS NOT NULL AND configure.embedding_dims <> v_current THEN
+        PERFORM engram._check_dims(configure.embedding_dims);
+        SELECT count(*) INTO v_stored FROM engram.memories m WHERE m.embedding IS NOT NULL;
+        IF v_stored > 0 THEN
+            RAISE EXCEPTION '% memories hold % -dimension embeddings; the dimension can change only while none do (re-embed into a new database, or engram.purge/forget them first)', v_stored, v_current
+                USING ERRCODE = '55000';
+        END IF;
+        DROP INDEX engram.memories_embedding_hnsw;
+        EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', configure.embedding_dims);
+        CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
+    END IF;
+    RETURN jsonb_build_object(
+        'embedding_dims', engram._dims(),
+        'conflict_threshold', engram._setting_conflict_threshold(),
+        'staleness_weight', engram._setting_staleness_weight(),
+        'trust_half_life_days', engram._setting_trust_half_life_days(),
+        'stale_after_days', engram._setting_stale_after_days(),
+        'exact_search_limit', engram._setting_exact_search_limit(),
+        'hnsw_ef_search', engram._setting_hnsw_ef_search());
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- writes
+---------------------------------------------------------------------------
+
+CREATE FUNCTION engram.remember(
+    owner text DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    kind text DEFAULT 'semantic',
+    tags text[] DEFAULT '{}',
+    metadata jsonb DEFAULT '{}',
+    ttl interval DEFAULT NULL,
+    importance real DEFAULT 0.5,
+    author_type text DEFAULT 'agent',
+    internal_type text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    force boolean DEFAULT false,
+    conflict_threshold real DEFAULT NULL)
+RETURNS TABLE (status text, id uuid, conflicts jsonb)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner     text := engram._owner(remember.owner);
+    v_kind      text := coalesce(remember.kind, 'semantic');
+    v_tags      text[] := coalesce(remember.tags, '{}');
+    v_metadata  jsonb := coalesce(remember.metadata, '{}');
+    v_threshold real := coalesce(remember.conflict_threshold, engram._setting_conflict_threshold());
+    v_scope     text[];
+    v_key       bytea;
+    v_id        uuid;
+    v_conflicts jsonb;
+BEGIN
+    PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
+        octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
+    PERFORM engram._check_vector(remember.embedding, 'embedding');
+    IF remember.ttl IS NOT NULL AND remember.ttl <= interval '0' THEN
+        RAISE EXCEPTION 'ttl % is not positive; pass a positive interval such as ''30 days'', or NULL to keep the memory', remember.ttl
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT (v_threshold BETWEEN 0 AND 1) THEN
+        RAISE EXCEPTION 'conflict_threshold % is out of range; pass a cosine similarity between 0 and 1', v_threshold
+            USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM engram._lock_owner(v_owner);
+    v_scope := engram._scope_of(v_tags);
+    v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
+
+    -- A retried call finds its own earlier write and creates nothing.
+    SELECT m.id INTO v_id FROM engram.memories m
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'duplicate'::text, v_id, NULL::jsonb;
+        RETURN;
+    END IF;
+
+    -- Episodic memories are events: two similar events never contradict.
+    IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
+        SELECT jsonb_agg(jsonb_build_object('id', m.id, 'content', m.content,
+                                            'similarity', round((1 - k.distance)::numeric, 4))
+                         ORDER BY k.distance)
+        INTO v_conflicts
+        FROM engram._knn(v_owner, remember.embedding, 5, '{active}', remember.internal_type,
+                         '{semantic,procedural}', nullif(v_scope, '{}'), NULL, NULL, NULL, NULL) k
+        JOIN engram.memories m ON m.id = k.id
+        WHERE 1 - k.distance >= v_threshold;
+        IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
+            RETURN QUERY SELECT 'conflict'::text, NULL::uuid, v_conflicts;
+            RETURN;
+        END IF;
+        IF v_conflicts IS NOT NULL THEN
+            v_metadata := v_metadata || jsonb_build_object('engram_forced_over',
+                (SELECT jsonb_agg(c -> 'id') FROM jsonb_array_elements(v_conflicts) c));
+        END IF;
+    END IF;
+
+    INSERT INTO engram.memories AS m
+        (owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, trust_score, session_id, expires_at)
+    VALUES
+        (v_owner, v_kind, remember.internal_type, remember.content,
+         sha256(convert_to(remember.content, 'UTF8')), v_key, v_tags, v_metadata, remember.embedding,
+         remember.author_type, remember.importance,
+         engram._trust_of(remember.author_type, now(), 0, 0), remember.session_id,
+         now() + remember.ttl)
+    RETURNING m.id INTO v_id;
+    PERFORM engram._audit(v_owner, 'remember', v_id,
+        jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
+    RETURN QUERY SELECT 'created'::text, v_id, v_conflicts;
+END
+$fn$;
+
+CREATE FUNCTION engram.update(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    tags text[] DEFAULT NULL,
+    metadata jsonb DEFAULT NULL,
+    reason text DEFAULT NULL,
+    is_correction boolean DEFAULT true,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner   text := engram._owner(update.owner);
+    r         engram.memories;
+    v_content text;
+    v_tags    text[];
+    v_key     bytea;
+    v_other   uuid;
+    v_correct integer;
+BEGIN
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
+    PERFORM engram._require_writable(r, 'update');
+    IF update.content IS NULL AND update.embedding IS NULL AND update.tags IS NULL AND update.metadata IS NULL THEN
+        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags or metadata'
+            USING ERRCODE = '22023';
+    END IF;
+    IF update.content IS NOT NULL THEN
+        PERFORM engram._check_content(update.content);
+        IF update.content <> r.content AND update.embedding IS NULL AND r.embedding IS NOT NULL THEN
+            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
+                USING ERRCODE = '22004';
+        END IF;
+    END IF;
+    PERFORM engram._check_vector(update.embedding, 'embedding');
+    IF update.tags IS NOT NULL THEN
+        PERFORM engram._check_tags(update.tags, r.internal_type, r.tags);
+    END IF;
+    IF update.metadata IS NOT NULL THEN
+        PERFORM engram._check_metadata(jsonb_typeof(update.metadata), octet_length(update.metadata::text));
+    END IF;
+
+    v_content := coalesce(update.content, r.content);
+    v_tags := coalesce(update.tags, r.tags);
+    v_key := engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id);
+    SELECT m.id INTO v_other FROM engram.memories m
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.id <> r.id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'memory % already holds this content; forget one of the two or consolidate them', v_other
+            USING ERRCODE = '23505';
+    END IF;
+
+    INSERT INTO engram.revisions AS v
+        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction)
+    VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
+            update.reason, coalesce(update.is_correction, true));
+
+    v_correct := r.correction_count + CASE WHEN coalesce(update.is_correction, true) THEN 1 ELSE 0 END;
+    UPDATE engram.memories AS m SET
+        content = v_content,
+        content_sha256 = sha256(convert_to(v_content, 'UTF8')),
+        dedup_key = v_key,
+        embedding = coalesce(update.embedding, m.embedding),
+        tags = v_tags,
+        metadata = coalesce(update.metadata, m.metadata),
+        revision = m.revision + 1,
+        correction_count = v_correct,
+        trust_score = engram._trust_of(m.author_type, m.created_at, v_correct, m.flag_count),
+        staleness_score = engram._staleness_of(now(), v_correct, m.flag_count),
+        updated_at = now()
+    WHERE m.id = r.id;
+    PERFORM engram._audit(v_owner, 'update', r.id,
+        jsonb_build_object('revision', r.revision + 1, 'is_correction', coalesce(update.is_correction, true),
+                           'content_changed', v_content <> r.content));
+    RETURN r.revision + 1;
+END
+$fn$;
+
+CREATE FUNCTION engram.forget(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    reason text DEFAULT NULL,
+    hard boolean DEFAULT false,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._owner(forget.owner);
+    r       engram.memories;
+BEGIN
+    r := engram._locate(v_owner, forget.id, forget.internal_type, forget.scope_tags, true);
+    IF coalesce(forget.hard, false) THEN
+        -- Right to erasure: the row, its revisions (FK cascade) and its
+        -- access stats go; the audit log never held its content.
+        DELETE FROM engram.memory_access a WHERE a.memory_id = r.id;
+        DELETE FROM engram.memories m WHERE m.id = r.id;
+        PERFORM engram._audit(v_owner, 'forget', r.id, jsonb_build_object('hard', true));
+        RETURN true;
+    END IF;
+    IF r.source <> 'memory' THEN
+        PERFORM engram._require_writable(r, 'soft forget');
+    END IF;
+    IF r.status <> 'active' THEN
+        RETURN false;
+    END IF;
+    UPDATE engram.memories AS m SET
+        status = 'archived', archive_reason = 'forgotten', archive_note = forget.reason,
+        archived_at = now(), updated_at = now()
+    WHERE m.id = r.id;
+    PERFORM engram._audit(v_owner, 'forget', r.id, jsonb_build_object('hard', false));
+    RETURN true;
+END
+$fn$;
+
+CREATE FUNCTION engram.flag(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    reason text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS real
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._owner(flag.owner);
+    r       engram.memories;
+    v_trust real;
+BEGIN
+    IF flag.reason IS NULL OR btrim(flag.reason) = '' THEN
+        RAISE EXCEPTION 'reason is required; say why the memory is wrong or doubtful (reason => ''...'')'
+            USING ERRCODE = '22004';
+    END IF;
+    r := engram._locate(v_owner, flag.id, flag.internal_type, flag.scope_tags, true);
+    PERFORM engram._require_writable(r, 'flag');
+    UPDATE engram.memories AS m SET
+        flag_count = m.flag_count + 1,
+        flagged_at = now(),
+        flag_reason = flag.reason,
+        trust_score = engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
+        staleness_score = greatest(m.staleness_score,
+            engram._staleness_of(m.updated_at, m.correction_count, m.flag_count + 1))
+    WHERE m.id = r.id
+    RETURNING m.trust_score INTO v_trust;
+    PERFORM engram._audit(v_owner, 'flag', r.id, jsonb_build_object('flag_count', r.flag_count + 1));
+    RETURN v_trust;
+END
+$fn$;
+
+-- The active, writable memories `ids` of one owner, locked, all of one
+-- internal type and scope; raises on any id the caller cannot see.
+CREATE FUNCTION engram._merge_sources(p_owner text, p_ids uuid[], p_internal_type text, p_scope text[])
+RETURNS SETOF engram.memories
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r engram.memories;
+    v_id uuid;
+BEGIN
+    PERFORM engram._check_merge(p_ids);
+    FOREACH v_id IN ARRAY p_ids LOOP
+        r := engram._locate(p_owner, v_id, p_internal_type, p_scope, true);
+        PERFORM engram._require_writable(r, 'merge');
+        RETURN NEXT r;
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION engram.consolidate(
+    owner text DEFAULT NULL,
+    ids uuid[] DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    tags text[] DEFAULT NULL,
+    kind text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner  text := engram._owner(consolidate.owner);
+    v_id     uuid := gen_random_uuid();
+    v_src    engram.memories[];
+    v_tags   text[];
+    v_kind   text;
+    v_author text;
+    v_key    bytea;
+BEGIN
+    PERFORM engram._lock_owner(v_owner);
+    SELECT array_agg(s) INTO v_src
+    FROM engram._merge_sources(v_owner, consolidate.ids, consolidate.internal_type, consolidate.scope_tags) s;
+    -- Defaults: the union of the originals' tags, their common kind, and the
+    -- least trusted author among them (a merge cannot launder trust).
+    SELECT coalesce(consolidate.tags, array_agg(DISTINCT t ORDER BY t) FILTER (WHERE t IS NOT NULL), '{}')
+    INTO v_tags FROM unnest(v_src) s LEFT JOIN LATERAL unnest(s.tags) t ON true;
+    SELECT coalesce(consolidate.kind, CASE WHEN count(DISTINCT s.kind) = 1 THEN min(s.kind) ELSE 'semantic' END),
+           CASE WHEN bool_or(s.author_type = 'agent') THEN 'agent'
+                WHEN bool_or(s.author_type = 'system') THEN 'system' ELSE 'human' END
+    INTO v_kind, v_author FROM unnest(v_src) s;
+    PERFORM engram._check_memory(consolidate.content, v_kind, v_tags, 'object', 2, 0.5, v_author,
+                                 consolidate.internal_type);
+    PERFORM engram._check_vector(consolidate.embedding, 'embedding');
+
+    UPDATE engram.memories AS m SET
+        status = 'archived', archive_reason = 'consolidated', merged_into = v_id,
+        archived_at = now(), updated_at = now()
+    WHERE m.id = ANY (consolidate.ids);
+
+    v_key := engram._dedup_key(consolidate.content, consolidate.internal_type, engram._scope_of(v_tags), v_kind, NULL);
+    INSERT INTO engram.memories AS m
+        (id, owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, trust_score)
+    SELECT v_id, v_owner, v_kind, consolidate.internal_type, consolidate.content,
+           sha256(convert_to(consolidate.content, 'UTF8')), v_key, v_tags,
+           jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids)), consolidate.embedding,
+           v_author, max(s.importance), engram._trust_of(v_author, now(), 0, 0)
+    FROM unnest(v_src) s;
+    PERFORM engram._audit(v_owner, 'consolidate', v_id, jsonb_build_object('from', to_jsonb(consolidate.ids)));
+    RETURN v_id;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'another active memory already holds this content; consolidate it too, or change the content'
+        USING ERRCODE = '23505';
+END
+$fn$;
+
+CREATE FUNCTION engram.crystallize(
+    owner text DEFAULT NULL,
+    ids uuid[] DEFAULT NULL,
+    name text DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._owner(crystallize.owner);
+    v_id    uuid := gen_random_uuid();
+    v_tags  text[];
+    v_src   engram.memories[];
+BEGIN
+    IF crystallize.name IS NULL OR btrim(crystallize.name) = '' OR length(crystallize.name) > 200 THEN
+        RAISE EXCEPTION 'name is required (1 to 200 characters); name the skill, e.g. name => ''deploy-to-staging'''
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
+    SELECT array_agg(s) INTO v_src
+    FROM engram._merge_sources(v_owner, crystallize.ids, crystallize.internal_type, crystallize.scope_tags) s;
+    -- A skill keeps the originals' internal marker and scope, so it stays
+    -- visible exactly where they were.
+    v_tags := CASE crystallize.internal_type WHEN 'ghost' THEN '{ghost}'::text[]
+                                             WHEN 'agent' THEN '{agent}'::text[] ELSE '{}'::text[] END
+              || engram._scope_of(v_src[1].tags) || ARRAY['skill'];
+    PERFORM engram._check_memory(crystallize.content, 'procedural', v_tags, 'object', 2, 0.5, 'agent',
+                                 crystallize.internal_type);
+    PERFORM engram._check_vector(crystallize.embedding, 'embedding');
+
+    UPDATE engram.memories AS m SET merged_into = v_id WHERE m.id = ANY (crystallize.ids);
+    INSERT INTO engram.memories AS m
+        (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata,
+         embedding, author_type, importance, trust_score)
+    VALUES (v_id, v_owner, 'procedural', 'skill', crystallize.internal_type, crystallize.content,
+            sha256(convert_to(crystallize.content, 'UTF8')),
+            engram._dedup_key(crystallize.content, crystallize.internal_type, engram._scope_of(v_tags), 'procedural', NULL),
+            v_tags, jsonb_build_object('name', crystallize.name, 'crystallized_from', to_jsonb(crystallize.ids)),
+            crystallize.embedding, 'agent', 0.5, engram._trust_of('agent', now(), 0, 0));
+    PERFORM engram._audit(v_owner, 'crystallize', v_id, jsonb_build_object('from', to_jsonb(crystallize.ids)));
+    RETURN v_id;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'an active memory already holds this skill content; recall it instead of crystallizing again'
+        USING ERRCODE = '23505';
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- reads
+---------------------------------------------------------------------------
+
+CREATE TYPE engram.search_hit AS (
+    id uuid, content text, kind text, tags text[], metadata jsonb,
+    similarity real, score real, trust_score real, staleness_score real, created_at timestamptz);
+
+-- Counts an access for each id, in the stats table beside the memories
+-- (never in the rows the HNSW index points at). Skipped in read-only
+-- transactions (hot standby, SET TRANSACTION READ ONLY).
+CREATE FUNCTION engram._touch(p_owner text, p_ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF current_setting('transaction_read_only')::boolean OR p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO engram.memory_access AS a (memory_id, owner, access_count, last_accessed_at)
+    SELECT DISTINCT i, p_owner, 1, now() FROM unnest(p_ids) i
+    ORDER BY 1  -- a fixed lock order: concurrent searches never deadlock
+    ON CONFLICT (memory_id) DO UPDATE
+        SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at;
+END
+$fn$;
+
+CREATE FUNCTION engram.search(
+    owner text DEFAULT NULL,
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    k integer DEFAULT 10,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    tags_any text[] DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    created_after timestamptz DEFAULT NULL,
+    created_before timestamptz DEFAULT NULL,
+    min_similarity real DEFAULT 0,
+    include_archived boolean DEFAULT false)
+RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
+               score real, trust_score real, staleness_score real, created_at timestamptz)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner    text := engram._owner(search.owner);
+    v_k        integer := engram._clamp_k(search.k);
+    v_pool     integer;
+    v_statuses text[] := CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[]
+                              ELSE '{active}'::text[] END;
+    v_all      text[];
+    v_weight   real := engram._setting_staleness_weight();
+    v_text     text := nullif(btrim(search.query_text), '');
+    v_hits     engram.search_hit[];
+BEGIN
+    IF search.query_embedding IS NULL AND v_text IS NULL THEN
+        RAISE EXCEPTION 'search needs query_embedding, query_text or both'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_filters(search.kinds, search.tags_all, search.tags_any,
+                                  search.internal_type, search.scope_tags);
+    PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
+    IF search.query_text IS NOT NULL AND octet_length(search.query_text) > 65536 THEN
+        RAISE EXCEPTION 'query_text is % bytes; the limit is 65536', octet_length(search.query_text)
+            USING ERRCODE = '54000';
+    END IF;
+    -- The scope is ANDed with the caller's own tag filters; it can only narrow.
+    v_all := nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}');
+    -- Candidates per leg: more than k, so that trust and staleness can
+    -- reorder the top and fusion sees rows ranked just below k by one leg.
+    v_pool := least(v_k * 3, 300);
+
+    WITH vec AS (
+        SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
+        FROM engram._knn(v_owner, search.query_embedding, v_pool, v_statuses, search.internal_type,
+                         search.kinds, v_all, search.tags_any, search.session_id,
+                         search.created_after, search.created_before) c
+        WHERE search.query_embedding IS NOT NULL
+    ), lex AS (
+        SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
+        FROM engram._lexical(v_owner, v_text, v_pool, v_statuses, search.internal_type,
+                             search.kinds, v_all, search.tags_any, search.session_id,
+                             search.created_after, search.created_before) l
+        WHERE v_text IS NOT NULL
+    ), fused AS (
+        SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
+        FROM vec FULL JOIN lex ON lex.id = vec.id
+    ), scored AS (
+        SELECT m.id, m.content, m.kind, m.tags, m.metadata,
+               CASE WHEN search.query_embedding IS NOT NULL
+                    THEN (1 - coalesce(f.distance, m.embedding <=> search.query_embedding))::real END AS sim,
+               CASE WHEN search.query_embedding IS NULL THEN engram._text_relevance(f.rank)
+                    WHEN v_text IS NULL THEN greatest(1 - f.distance, 0)::real
+                    ELSE engram._fused_relevance(f.vr, f.lr) END AS relevance,
+               m.trust_score, m.staleness_score, m.created_at
+        FROM fused f JOIN engram.memories m ON m.id = f.id
+    )
+    SELECT array_agg(ROW(s.id, s.content, s.kind, s.tags, s.metadata, s.sim,
+                         engram.rank_score(s.relevance, s.trust_score, s.staleness_score, v_weight),
+                         s.trust_score, s.staleness_score, s.created_at)::engram.search_hit
+                     ORDER BY engram.rank_score(s.relevance, s.trust_score, s.staleness_score, v_weight) DESC, s.id)
+    INTO v_hits
+    FROM scored s
+    WHERE s.sim IS NULL OR s.sim >= coalesce(search.min_similarity, 0) OR search.min_similarity IS NULL;
+
+    v_hits := v_hits[1:v_k];
+    PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
+    RETURN QUERY SELECT h.* FROM unnest(v_hits) h;
+END
+$fn$;
+
+CREATE FUNCTION engram.recall(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS TABLE (id uuid, owner text, kind text, source text, internal_type text, content text,
+               tags text[], metadata jsonb, embedding vector, author_type text, importance real,
+               status text, archive_reason text, merged_into uuid, flag_count integer,
+               flagged_at timestamptz, correction_count integer, trust_score real,
+               staleness_score real, session_id text, created_at timestamptz,
+               updated_at timestamptz, expires_at timestamptz, revision integer,
+               revision_count bigint, access_count bigint, last_accessed_at timestamptz)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._owner(recall.owner);
+    r       engram.memories;
+BEGIN
+    r := engram._locate(v_owner, recall.id, recall.internal_type, recall.scope_tags, false);
+    PERFORM engram._touch(v_owner, ARRAY[r.id]);
+    RETURN QUERY
+    SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
+           r.embedding, r.author_type, r.importance, r.status, r.archive_reason, r.merged_into,
+           r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
+           r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
+           (SELECT count(*) FROM engram.revisions v WHERE v.memory_id = r.id),
+           coalesce(a.access_count, 0), a.last_accessed_at
+    FROM (SELECT 1) one
+    LEFT JOIN engram.memory_access a ON a.memory_id = r.id;
+END
+$fn$;
+
+CREATE FUNCTION engram.list(
+    owner text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    status text DEFAULT 'active',
+    created_after timestamptz DEFAULT NULL,
+    created_before timestamptz DEFAULT NULL,
+    order_by text DEFAULT 'created_at',
+    descending boolean DEFAULT true,
+    "limit" integer DEFAULT 50,
+    after text DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
+               status text, importance real, trust_score real, staleness_score real,
+               access_count bigint, created_at timestamptz, updated_at timestamptz,
+               next_cursor text)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+DECLARE
+    v_owner  text := engram._owner(list.owner);
+    v_order  text := coalesce(list.order_by, 'created_at');
+    v_status text := coalesce(list.status, 'active');
+    v_limit  integer := least(greatest(coalesce(list."limit", 50), 1), 1000);
+    v_desc   boolean := coalesce(list.descending, true);
+    v_all    text[];
+    v_after  text[];
+BEGIN
+    PERFORM engram._check_list(v_status, v_order);
+    PERFORM engram._check_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
+    v_all := nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}');
+    IF list.after IS NOT NULL THEN
+        v_after := engram._cursor_decode(list.after, v_order);
+    END IF;
+    -- The sort key of each row as text (the cursor's currency) and as a
+    -- sortable value; order_by is one of five known columns (checked above).
+    RETURN QUERY
+    WITH cand AS (
+        SELECT m.*, coalesce(a.access_count, 0) AS accesses,
+               CASE v_order
+                   WHEN 'created_at' THEN to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                   WHEN 'updated_at' THEN to_char(m.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                   WHEN 'trust_score' THEN m.trust_score::text
+                   WHEN 'importance' THEN m.importance::text
+                   ELSE coalesce(a.access_count, 0)::text END AS key_text,
+               CASE v_order
+                   WHEN 'created_at' THEN extract(epoch FROM m.created_at)
+                   WHEN 'updated_at' THEN extract(epoch FROM m.updated_at)
+                   WHEN 'trust_score' THEN m.trust_score::text::numeric
+                   WHEN 'importance' THEN m.importance::text::numeric
+                   ELSE coalesce(a.access_count, 0)::numeric END AS key_num
+        FROM engram.memories m
+        LEFT JOIN engram.memory_access a ON a.memory_id = m.id
+        WHERE m.owner = v_owner
+          AND m.status = v_status
+          AND (CASE WHEN list.internal_type IS NULL THEN m.internal_type IS NULL
+                    ELSE m.internal_type = list.internal_type END)
+          AND (list.kinds IS NULL OR m.kind = ANY (list.kinds))
+          AND (v_all IS NULL OR m.tags @> v_all)
+          AND (list.created_after IS NULL OR m.created_at >= list.created_after)
+          AND (list.created_before IS NULL OR m.created_at < list.created_before)
+    ), cursor_key AS (
+        SELECT CASE WHEN v_order IN ('created_at', 'updated_at')
+                    THEN extract(epoch FROM v_after[1]::timestamptz)
+                    ELSE v_after[1]::numeric END AS num,
+               v_after[2]::uuid AS id
+        WHERE v_after IS NOT NULL
+    ), page AS (
+        SELECT r.*, row_number() OVER () AS n
+        FROM (
+            SELECT r.* FROM cand r
+            WHERE NOT EXISTS (SELECT 1 FROM cursor_key)
+               OR (v_desc AND (r.key_num, r.id) < (SELECT (c.num, c.id) FROM cursor_key c))
+               OR (NOT v_desc AND (r.key_num, r.id) > (SELECT (c.num, c.id) FROM cursor_key c))
+            ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
+                     CASE WHEN NOT v_desc THEN r.key_num END ASC, CASE WHEN NOT v_desc THEN r.id END ASC
+            LIMIT v_limit + 1
+        ) r
+    )
+    SELECT p.id, p.content, p.kind, p.source, p.tags, p.metadata, p.status, p.importance,
+           p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
+           CASE WHEN p.n = v_limit AND EXISTS (SELECT 1 FROM page q WHERE q.n = v_limit + 1)
+                THEN engram._cursor_encode(v_order, p.key_text, p.id) END
+    FROM page p
+    WHERE p.n <= v_limit
+    ORDER BY p.n;
+END
+$fn$;
+
+CREATE FUNCTION engram.revisions(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS TABLE (revision integer, content text, tags text[], metadata jsonb, written_at timestamptz,
+               replaced_at timestamptz, reason text, is_correction boolean, changed_by text,
+               is_current boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._owner(revisions.owner);
+    r       engram.memories;
+BEGIN
+    r := engram._locate(v_owner, revisions.id, revisions.internal_type, revisions.scope_tags, false);
+    RETURN QUERY
+    SELECT v.revision, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
+           v.is_correction, v.changed_by, false
+    FROM engram.revisions v WHERE v.memory_id = r.id
+    UNION ALL
+    SELECT r.revision, r.content, r.tags, r.metadata, r.updated_at, NULL, NULL, NULL, NULL, true
+    ORDER BY 1;
+END
+$fn$;
+
+CREATE FUNCTION engram.stats(owner text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    -- A DBA may ask for the whole database (owner NULL); a restricted role
+    -- always gets its own owner.
+    v_owner text := CASE WHEN stats.owner IS NULL AND NOT row_security_active('engram.memories'::regclass)
+                         THEN NULL ELSE engram._owner(stats.owner) END;
+    v_result jsonb;
+BEGIN
+    WITH m AS (
+        SELECT * FROM engram.memories x WHERE v_owner IS NULL OR x.owner = v_owner
+    ), counts AS (
+        SELECT
+            (SELECT count(*) FROM m) AS total,
+            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.kind k, count(*) n FROM m GROUP BY 1) s) AS by_kind,
+            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.status k, count(*) n FROM m GROUP BY 1) s) AS by_status,
+            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.source k, count(*) n FROM m GROUP BY 1) s) AS by_source,
+            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT coalesce(m.internal_type, 'none') k, count(*) n FROM m GROUP BY 1) s) AS by_internal_type,
+            (SELECT round(avg((m.embedding IS NOT NULL)::int)::numeric, 4) FROM m) AS embedded_share,
+            (SELECT max(greatest(m.created_at, m.updated_at)) FROM m) AS last_write,
+            (SELECT count(*) FROM m WHERE m.flag_count > 0 AND m.status = 'active') AS flagged_active
+    ), days AS (
+        SELECT jsonb_agg(jsonb_build_object('day', d::date, 'writes', coalesce(w.n, 0)) ORDER BY d) AS per_day
+        FROM generate_series(current_date - 6, current_date, interval '1 day') d
+        LEFT JOIN (
+            SELECT a.at::date AS day, count(*) AS n FROM engram.audit_log a
+            WHERE a.at >= current_date - 6 AND (v_owner IS NULL OR a.owner = v_owner)
+              AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize')
+            GROUP BY 1) w ON w.day = d::date
+    )
+    SELECT jsonb_build_object(
+        'owner', v_owner, 'total', c.total, 'by_kind', c.by_kind, 'by_status', c.by_status,
+        'by_source', c.by_source, 'by_internal_type', c.by_internal_type,
+        'embedded_share', coalesce(c.embedded_share, 0), 'flagged_active', c.flagged_active,
+        'last_write_at', c.last_write, 'writes_per_day', d.per_day,
+        'embedding_dims', engram._dims())
+    INTO v_result FROM counts c, days d;
+    RETURN v_result;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- lifecycle (for DBAs; pg_cron runs these)
+---------------------------------------------------------------------------
+
+CREATE FUNCTION engram.expire() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
+    WHERE m.status = 'active' AND m.expires_at IS NOT NULL AND m.expires_at <= now();
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(engram._job_owner(), 'expire', NULL, jsonb_build_object('count', v_count));
+    END IF;
+    RETURN v_count;
+END
+$fn$;
+
+-- Recomputes trust (age decay) and staleness (time since last access) of
+-- active memories; rows whose scores move by less than 0.001 are left alone
+-- so a daily rescore does not rewrite the whole table.
+CREATE FUNCTION engram.rescore() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    WITH s AS (
+        SELECT m.id,
+               engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count) AS trust,
+               engram._staleness_of(greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
+                                    m.correction_count, m.flag_count) AS stale
+        FROM engram.memories m
+        LEFT JOIN engram.memory_access a ON a.memory_id = m.id
+        WHERE m.status = 'active'
+    )
+    UPDATE engram.memories AS m SET trust_score = s.trust, staleness_score = s.stale
+    FROM s
+    WHERE m.id = s.id
+      AND (abs(m.trust_score - s.trust) >= 0.001 OR abs(m.staleness_score - s.stale) >= 0.001);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM engram._audit(engram._job_owner(), 'rescore', NULL, jsonb_build_object('count', v_count));
+    RETURN v_count;
+END
+$fn$;
+
+CREATE FUNCTION engram.purge(older_than interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    IF purge.older_than IS NULL OR purge.older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must be a non-negative interval, e.g. purge(older_than => ''90 days'')'
+            USING ERRCODE = '22023';
+    END IF;
+    WITH gone AS (
+        DELETE FROM engram.memories m
+        WHERE m.status <> 'active' AND coalesce(m.archived_at, m.updated_at) < now() - purge.older_than
+        RETURNING m.id
+    ), stats AS (
+        DELETE FROM engram.memory_access a USING gone WHERE a.memory_id = gone.id
+    )
+    SELECT count(*) INTO v_count FROM gone;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(engram._job_owner(), 'purge', NULL,
+            jsonb_build_object('count', v_count, 'older_than', purge.older_than::text));
+    END IF;
+    RETURN v_count;
+END
+$fn$;
+
+-- Idempotent pg_cron jobs (by name): engram-expire and engram-rescore, and
+-- engram-purge when purge_cron is given.
+CREATE FUNCTION engram.schedule_maintenance(
+    expire_cron text DEFAULT '*/5 * * * *',
+    rescore_cron text DEFAULT '17 3 * * *',
+    purge_cron text DEFAULT NULL,
+    purge_older_than interval DEFAULT '90 days')
+RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in this database; install postgresql-15-cron, set shared_preload_libraries = ''pg_cron'' and cron.database_name = ''%'', restart, then CREATE EXTENSION pg_cron', current_database()
+            USING ERRCODE = '55000';
+    END IF;
+    IF schedule_maintenance.expire_cron IS NULL OR schedule_maintenance.rescore_cron IS NULL THEN
+        RAISE EXCEPTION 'expire_cron and rescore_cron are required cron schedules, e.g. ''*/5 * * * *'''
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM cron.schedule('engram-expire', schedule_maintenance.expire_cron, 'SELECT engram.expire()');
+    PERFORM cron.schedule('engram-rescore', schedule_maintenance.rescore_cron, 'SELECT engram.rescore()');
+    IF schedule_maintenance.purge_cron IS NOT NULL THEN
+        PERFORM cron.schedule('engram-purge', schedule_maintenance.purge_cron,
+            format('SELECT engram.purge(older_than => %L)', schedule_maintenance.purge_older_than::text));
+    END IF;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- privileges and search_path
+---------------------------------------------------------------------------
+
+-- Administrative functions are for the database owner, not for agents.
+REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
+
+-- Pin every plpgsql/SQL function's search_path to engram, pgvector's schema
+-- (wherever CASCADE put it) and pg_catalog, so callers' search_path can
+-- neither break the vector operators nor shadow them.
+DO $$
+DECLARE
+    v_vector_schema text;
+    f regprocedure;
+BEGIN
+    SELECT n.nspname INTO v_vector_schema
+    FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+        WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = engram, %I, pg_catalog, pg_temp', f, v_vector_schema);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,138 @@
+-- engram schema: tables, indexes, the restricted role and row-level security.
+-- Loaded first by CREATE EXTENSION (extension_sql_file!, bootstrap). During
+-- CREATE EXTENSION the search_path holds engram and pgvector's schema, so
+-- `vector` resolves here; the API functions pin their own search_path.
+
+-- One row per memory. The embedding column's dimension is the database's
+-- embedding dimension (engram.configure changes it while no embeddings exist).
+CREATE TABLE engram.memories (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner            text NOT NULL CHECK (owner <> ''),
+    kind             text NOT NULL DEFAULT 'semantic'
+                     CHECK (kind IN ('semantic', 'episodic', 'procedural')),
+    source           text NOT NULL DEFAULT 'memory'
+                     CHECK (source IN ('memory', 'skill', 'resource')),
+    internal_type    text CHECK (internal_type IN ('ghost', 'agent')),
+    content          text NOT NULL,
+    content_sha256   bytea NOT NULL,
+    -- sha256 of content + internal type + ghost scope (+ session for
+    -- episodic memories): two active rows never share it (see dedup index).
+    dedup_key        bytea NOT NULL,
+    tags             text[] NOT NULL DEFAULT '{}',
+    metadata         jsonb NOT NULL DEFAULT '{}',
+    embedding        vector(384),
+    -- 'simple' keeps rare tokens (error codes, ticket ids) intact: no stemming.
+    content_tsv      tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, content)) STORED,
+    author_type      text NOT NULL DEFAULT 'agent' CHECK (author_type IN ('human', 'agent', 'system')),
+    importance       real NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
+    status           text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived', 'expired')),
+    archive_reason   text,
+    archive_note     text,
+    -- the memory that consolidate or crystallize built from this one
+    merged_into      uuid,
+    flagged_at       timestamptz,
+    flag_count       integer NOT NULL DEFAULT 0,
+    flag_reason      text,
+    correction_count integer NOT NULL DEFAULT 0,
+    revision         integer NOT NULL DEFAULT 1,
+    trust_score      real NOT NULL DEFAULT 0.7,
+    staleness_score  real NOT NULL DEFAULT 0,
+    session_id       text,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    expires_at       timestamptz,
+    archived_at      timestamptz
+);
+
+COMMENT ON TABLE engram.memories IS 'engram: one row per memory; write through the engram.* functions';
+
+CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX memories_scope ON engram.memories (owner, status, internal_type, created_at DESC, id);
+CREATE INDEX memories_tags ON engram.memories USING gin (tags);
+CREATE INDEX memories_tsv ON engram.memories USING gin (content_tsv);
+CREATE INDEX memories_expiry ON engram.memories (expires_at)
+    WHERE status = 'active' AND expires_at IS NOT NULL;
+CREATE INDEX memories_retired ON engram.memories (status, coalesce(archived_at, updated_at))
+    WHERE status <> 'active';
+CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE status = 'active';
+
+-- Every prior version of an updated memory (the current one is in memories).
+CREATE TABLE engram.revisions (
+    memory_id     uuid NOT NULL REFERENCES engram.memories (id) ON DELETE CASCADE,
+    revision      integer NOT NULL,
+    owner         text NOT NULL,
+    content       text NOT NULL,
+    tags          text[] NOT NULL,
+    metadata      jsonb NOT NULL,
+    written_at    timestamptz NOT NULL,
+    replaced_at   timestamptz NOT NULL DEFAULT now(),
+    reason        text,
+    is_correction boolean NOT NULL,
+    changed_by    text NOT NULL DEFAULT current_user,
+    PRIMARY KEY (memory_id, revision)
+);
+
+-- Access statistics, apart from the vector-bearing rows: a search must not
+-- rewrite the rows the HNSW index points at. UNLOGGED because reads record
+-- here on every call and must not wait for a WAL flush; after a Postgres
+-- crash (not a clean restart) the counters start again from zero, which
+-- only makes memories look less recently used until they are read again.
+CREATE UNLOGGED TABLE engram.memory_access (
+    memory_id        uuid PRIMARY KEY,
+    owner            text NOT NULL,
+    access_count     bigint NOT NULL DEFAULT 0,
+    last_accessed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Append-only log of every state-changing call. It records what happened,
+-- never user data (no content, tags, metadata or reasons), so a hard erase
+-- leaves nothing of the memory behind here.
+CREATE TABLE engram.audit_log (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    owner     text,
+    actor     text NOT NULL DEFAULT current_user,
+    action    text NOT NULL,
+    memory_id uuid,
+    details   jsonb NOT NULL DEFAULT '{}'
+);
+CREATE INDEX audit_log_owner_at ON engram.audit_log (owner, at);
+CREATE INDEX audit_log_memory ON engram.audit_log (memory_id) WHERE memory_id IS NOT NULL;
+
+-- pg_dump keeps the data of extension tables only when told to.
+SELECT pg_catalog.pg_extension_config_dump('engram.memories', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.revisions', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.audit_log', '');
+
+-- The restricted role. Applications and engram-mcp log in as roles granted
+-- engram_agent; RLS binds them to the owner in the engram.owner setting.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'engram_agent') THEN
+        CREATE ROLE engram_agent NOLOGIN;
+    END IF;
+END
+$$;
+
+GRANT USAGE ON SCHEMA engram TO engram_agent;
+GRANT SELECT, INSERT, UPDATE, DELETE ON engram.memories, engram.revisions, engram.memory_access TO engram_agent;
+GRANT SELECT, INSERT ON engram.audit_log TO engram_agent;
+
+ALTER TABLE engram.memories ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.revisions ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.memory_access ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.audit_log ENABLE ROW LEVEL SECURITY;
+
+-- current_setting(..., true) is NULL when unset, and NULL matches no row.
+CREATE POLICY owner_isolation ON engram.memories TO engram_agent
+    USING (owner = current_setting('engram.owner', true))
+    WITH CHECK (owner = current_setting('engram.owner', true));
+CREATE POLICY owner_isolation ON engram.revisions TO engram_agent
+    USING (owner = current_setting('engram.owner', true))
+    WITH CHECK (owner = current_setting('engram.owner', true));
+CREATE POLICY owner_isolation ON engram.memory_access TO engram_agent
+    USING (owner = current_setting('engram.owner', true))
+    WITH CHECK (owner = current_setting('engram.owner', true));
+CREATE POLICY owner_isolation ON engram.audit_log TO engram_agent
+    USING (owner = current_setting('engram.owner', true))
+    WITH CHECK (owner = current_setting('engram.owner', true));

@@ -1,0 +1,128 @@
+//! engram's settings (`engram.*` GUCs). Each has a typed accessor exposed to
+//! SQL as `engram._setting_*()` so plpgsql never parses setting strings.
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::prelude::*;
+use std::ffi::CString;
+
+/// Cosine similarity at or above which a new memory conflicts with an old one.
+static CONFLICT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.85);
+/// Weight `w` of staleness in `score = relevance × trust × (1 − w × staleness)`.
+static STALENESS_WEIGHT: GucSetting<f64> =
+    GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALENESS_WEIGHT);
+/// Days over which trust halves.
+static TRUST_HALF_LIFE_DAYS: GucSetting<f64> =
+    GucSetting::<f64>::new(engram_core::scoring::DEFAULT_TRUST_HALF_LIFE_DAYS);
+/// Days without access after which a memory is fully stale.
+static STALE_AFTER_DAYS: GucSetting<f64> =
+    GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
+/// Scopes with at most this many rows are searched exactly, not via HNSW.
+static EXACT_SEARCH_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(5000);
+/// hnsw.ef_search used by engram's filtered index scans.
+static HNSW_EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(100);
+/// The collection (owner) this session acts for; RLS binds engram_agent to it.
+static OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
+pub fn init() {
+    GucRegistry::define_float_guc(
+        c"engram.conflict_threshold",
+        c"Cosine similarity at or above which engram.remember reports a conflict.",
+        c"Checked for semantic and procedural memories in the same owner and scope. Default 0.85.",
+        &CONFLICT_THRESHOLD,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"engram.staleness_weight",
+        c"Weight of staleness in search scores.",
+        c"score = relevance * trust * (1 - weight * staleness). Default 0.3.",
+        &STALENESS_WEIGHT,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"engram.trust_half_life_days",
+        c"Days over which a memory's trust halves.",
+        c"Used by engram.rescore and on writes. Default 180.",
+        &TRUST_HALF_LIFE_DAYS,
+        0.0,
+        36500.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"engram.stale_after_days",
+        c"Days without access after which a memory counts as fully stale.",
+        c"Used by engram.rescore. Default 90.",
+        &STALE_AFTER_DAYS,
+        0.0,
+        36500.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"engram.exact_search_limit",
+        c"Scopes with at most this many rows are searched exactly.",
+        c"Above it, search uses the HNSW index with pgvector iterative scans. Default 5000.",
+        &EXACT_SEARCH_LIMIT,
+        0,
+        10_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"engram.hnsw_ef_search",
+        c"hnsw.ef_search for engram's filtered index scans.",
+        c"Higher values raise recall on large scopes at some latency. Default 100.",
+        &HNSW_EF_SEARCH,
+        10,
+        1000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"engram.owner",
+        c"The owner (collection) this session acts for.",
+        c"Functions default their owner argument to it; under the engram_agent role RLS shows only this owner's rows.",
+        &OWNER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    // SAFETY: called from _PG_init, in the backend's main thread, with a
+    // static NUL-terminated prefix; Postgres copies the string.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"engram".as_ptr()) };
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_conflict_threshold() -> f32 {
+    CONFLICT_THRESHOLD.get() as f32
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_staleness_weight() -> f32 {
+    STALENESS_WEIGHT.get() as f32
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_trust_half_life_days() -> f64 {
+    TRUST_HALF_LIFE_DAYS.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_stale_after_days() -> f64 {
+    STALE_AFTER_DAYS.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_exact_search_limit() -> i32 {
+    EXACT_SEARCH_LIMIT.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_hnsw_ef_search() -> i32 {
+    HNSW_EF_SEARCH.get()
+}

@@ -1,0 +1,78 @@
+//! SQL bindings of the scoring formulas (IMMUTABLE: tunables are arguments;
+//! engram's own callers fill them from the engram.* GUCs).
+
+use crate::errors::raise;
+use engram_core::scoring::{self, AuthorType};
+use engram_core::{search, Error};
+use pgrx::prelude::*;
+
+fn author(author_type: &str) -> AuthorType {
+    AuthorType::parse(author_type).unwrap_or_else(|| {
+        raise(Error::invalid(
+            format!("unknown author_type '{author_type}'"),
+            "use one of: human, agent, system",
+        ))
+    })
+}
+
+/// weight(author) × 2^(−age_days/half_life_days) × (1 − min(0.05 × corrections, 0.3)) × (0.5 if flagged)
+#[pg_extern(immutable, parallel_safe)]
+fn trust_score(
+    author_type: &str,
+    age_days: f64,
+    corrections: i32,
+    flagged: bool,
+    half_life_days: default!(f64, 180.0),
+) -> f32 {
+    scoring::trust_score(
+        author(author_type),
+        age_days,
+        corrections,
+        flagged,
+        half_life_days,
+    ) as f32
+}
+
+/// min(1, min(days/stale_after_days, 1) + 0.3 if flagged + min(0.1 × corrections, 0.3))
+#[pg_extern(immutable, parallel_safe)]
+fn staleness_score(
+    days_since_access: f64,
+    corrections: i32,
+    flagged: bool,
+    stale_after_days: default!(f64, 90.0),
+) -> f32 {
+    scoring::staleness_score(days_since_access, corrections, flagged, stale_after_days) as f32
+}
+
+/// relevance × trust × (1 − staleness_weight × staleness)
+#[pg_extern(immutable, parallel_safe)]
+fn rank_score(
+    relevance: f32,
+    trust: f32,
+    staleness: f32,
+    staleness_weight: default!(f32, 0.3),
+) -> f32 {
+    scoring::rank_score(
+        f64::from(relevance),
+        f64::from(trust),
+        f64::from(staleness),
+        f64::from(staleness_weight),
+    ) as f32
+}
+
+/// Reciprocal-rank fusion of a vector rank and a full-text rank (NULL = absent).
+#[pg_extern(immutable, parallel_safe)]
+fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>) -> f32 {
+    search::fused_relevance(vector_rank, text_rank) as f32
+}
+
+/// Relevance of a text-only match from ts_rank_cd(…, 32).
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _text_relevance(ts_rank: f32) -> f32 {
+    search::text_relevance(f64::from(ts_rank)) as f32
+}
+
+#[pg_extern(immutable, parallel_safe)]
+fn _clamp_k(k: Option<i32>) -> i32 {
+    search::clamp_k(k)
+}
