@@ -54,7 +54,8 @@ cluster_start() {
       die "initdb failed; see $dir/initdb.log" "remove $dir to start over"
   fi
   # Rewritten on every start so that a changed port or database name applies.
-  cat >"$data/engram.conf" <<CONF
+  local conf_new="$dir/engram.conf.new"
+  cat >"$conf_new" <<CONF
 # Written by scripts/lib.sh (cluster_start); edits are overwritten.
 port = $port
 listen_addresses = '127.0.0.1'
@@ -67,13 +68,20 @@ maintenance_work_mem = 1GB
 max_parallel_maintenance_workers = 2
 log_min_messages = warning
 CONF
+  local changed=0
+  cmp -s "$conf_new" "$data/engram.conf" || changed=1
+  mv "$conf_new" "$data/engram.conf"
   chown postgres:postgres "$data/engram.conf"
   grep -q "^include_if_exists = 'engram.conf'" "$data/postgresql.conf" ||
     echo "include_if_exists = 'engram.conf'" >>"$data/postgresql.conf"
   if as_postgres "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-    info "cluster '$name' already running on port $port (restarting to apply settings)"
-    as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -m fast restart -l "$dir/postgres.log" >/dev/null ||
-      die "could not restart cluster '$name'; see $dir/postgres.log"
+    if [ "$changed" = 1 ]; then
+      info "cluster '$name' running; restarting it to apply changed settings"
+      as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -m fast restart -l "$dir/postgres.log" >/dev/null ||
+        die "could not restart cluster '$name'; see $dir/postgres.log"
+    else
+      info "cluster '$name' already running on port $port"
+    fi
   else
     step "starting cluster '$name' on port $port"
     as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -t 60 start -l "$dir/postgres.log" >/dev/null ||

@@ -736,18 +736,22 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION engram.recall(
-    owner text DEFAULT NULL,
-    id uuid DEFAULT NULL,
-    internal_type text DEFAULT NULL,
-    scope_tags text[] DEFAULT NULL)
-RETURNS TABLE (id uuid, owner text, kind text, source text, internal_type text, content text,
+-- plpgsql forbids an OUT column named like an argument (id, owner), hence
+-- a composite result type; callers see the same columns.
+CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source text, internal_type text, content text,
                tags text[], metadata jsonb, embedding vector, author_type text, importance real,
                status text, archive_reason text, merged_into uuid, flag_count integer,
                flagged_at timestamptz, correction_count integer, trust_score real,
                staleness_score real, session_id text, created_at timestamptz,
                updated_at timestamptz, expires_at timestamptz, revision integer,
-               revision_count bigint, access_count bigint, last_accessed_at timestamptz)
+               revision_count bigint, access_count bigint, last_accessed_at timestamptz);
+
+CREATE FUNCTION engram.recall(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS SETOF engram.recalled_memory
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._owner(recall.owner);
@@ -767,6 +771,11 @@ BEGIN
 END
 $fn$;
 
+CREATE TYPE engram.listed_memory AS (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
+               status text, importance real, trust_score real, staleness_score real,
+               access_count bigint, created_at timestamptz, updated_at timestamptz,
+               next_cursor text);
+
 CREATE FUNCTION engram.list(
     owner text DEFAULT NULL,
     kinds text[] DEFAULT NULL,
@@ -780,10 +789,7 @@ CREATE FUNCTION engram.list(
     descending boolean DEFAULT true,
     "limit" integer DEFAULT 50,
     after text DEFAULT NULL)
-RETURNS TABLE (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
-               status text, importance real, trust_score real, staleness_score real,
-               access_count bigint, created_at timestamptz, updated_at timestamptz,
-               next_cursor text)
+RETURNS SETOF engram.listed_memory
 LANGUAGE plpgsql
 SET plan_cache_mode = force_custom_plan
 AS $fn$
@@ -795,12 +801,18 @@ DECLARE
     v_desc   boolean := coalesce(list.descending, true);
     v_all    text[];
     v_after  text[];
+    v_cur_num numeric;
+    v_cur_id  uuid;
 BEGIN
     PERFORM engram._check_list(v_status, v_order);
     PERFORM engram._check_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
     v_all := nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}');
     IF list.after IS NOT NULL THEN
         v_after := engram._cursor_decode(list.after, v_order);
+        v_cur_id := v_after[2]::uuid;
+        v_cur_num := CASE WHEN v_order IN ('created_at', 'updated_at')
+                          THEN extract(epoch FROM v_after[1]::timestamptz)
+                          ELSE v_after[1]::numeric END;
     END IF;
     -- The sort key of each row as text (the cursor's currency) and as a
     -- sortable value; order_by is one of five known columns (checked above).
@@ -829,23 +841,14 @@ BEGIN
           AND (v_all IS NULL OR m.tags @> v_all)
           AND (list.created_after IS NULL OR m.created_at >= list.created_after)
           AND (list.created_before IS NULL OR m.created_at < list.created_before)
-    ), cursor_key AS (
-        SELECT CASE WHEN v_order IN ('created_at', 'updated_at')
-                    THEN extract(epoch FROM v_after[1]::timestamptz)
-                    ELSE v_after[1]::numeric END AS num,
-               v_after[2]::uuid AS id
-        WHERE v_after IS NOT NULL
     ), page AS (
-        SELECT r.*, row_number() OVER () AS n
-        FROM (
-            SELECT r.* FROM cand r
-            WHERE NOT EXISTS (SELECT 1 FROM cursor_key)
-               OR (v_desc AND (r.key_num, r.id) < (SELECT (c.num, c.id) FROM cursor_key c))
-               OR (NOT v_desc AND (r.key_num, r.id) > (SELECT (c.num, c.id) FROM cursor_key c))
-            ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
-                     CASE WHEN NOT v_desc THEN r.key_num END ASC, CASE WHEN NOT v_desc THEN r.id END ASC
-            LIMIT v_limit + 1
-        ) r
+        SELECT r.*, row_number() OVER (
+                   ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
+                            CASE WHEN NOT v_desc THEN r.key_num END ASC, CASE WHEN NOT v_desc THEN r.id END ASC) AS n
+        FROM cand r
+        WHERE v_cur_id IS NULL
+           OR (v_desc AND (r.key_num, r.id) < (v_cur_num, v_cur_id))
+           OR (NOT v_desc AND (r.key_num, r.id) > (v_cur_num, v_cur_id))
     )
     SELECT p.id, p.content, p.kind, p.source, p.tags, p.metadata, p.status, p.importance,
            p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,

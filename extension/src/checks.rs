@@ -28,13 +28,8 @@ fn _check_memory(
     validate::check_kind(kind.unwrap_or("NULL")).or_raise();
     let tag_list = strs(&tags);
     validate::check_tags(&tag_list).or_raise();
-    validate::check_metadata(
-        metadata_type.unwrap_or("null"),
-        metadata_bytes.unwrap_or(0) as usize,
-    )
-    .or_raise();
-    validate::check_unit_interval("importance", f64::from(importance.unwrap_or(f32::NAN)))
-        .or_raise();
+    validate::check_metadata(metadata_type.unwrap_or("null"), metadata_bytes.unwrap_or(0) as usize).or_raise();
+    validate::check_unit_interval("importance", f64::from(importance.unwrap_or(f32::NAN))).or_raise();
     validate::check_author_type(author_type.unwrap_or("NULL")).or_raise();
     let tag_list: Vec<&str> = tag_list.into_iter().flatten().collect();
     tags::check_memory_scope(internal_type, &tag_list).or_raise();
@@ -79,10 +74,7 @@ fn _check_content(content: Option<&str>) -> bool {
 /// An embedding (cast to real[]) against the configured dimension.
 #[pg_extern(immutable, parallel_safe)]
 fn _check_embedding(embedding: Vec<Option<f32>>, dims: i32, argument: &str) -> bool {
-    let values: Vec<f32> = embedding
-        .into_iter()
-        .map(|v| v.unwrap_or(f32::NAN))
-        .collect();
+    let values: Vec<f32> = embedding.into_iter().map(|v| v.unwrap_or(f32::NAN)).collect();
     validate::check_embedding(&values, dims, argument).or_raise();
     true
 }

@@ -16,13 +16,9 @@ fn code(s: Sqlstate) -> PgSqlErrorCode {
 /// Raises `e` as an ERROR. The message carries the remedy as well as the
 /// HINT field, because many clients print only the message.
 pub fn raise(e: Error) -> ! {
-    ErrorReport::new(
-        code(e.sqlstate),
-        format!("{}; {}", e.message, e.hint),
-        "engram",
-    )
-    .set_hint(e.hint)
-    .report(PgLogLevel::ERROR);
+    ErrorReport::new(code(e.sqlstate), format!("{}; {}", e.message, e.hint), "engram")
+        .set_hint(e.hint)
+        .report(PgLogLevel::ERROR);
     unreachable!("ERROR does not return")
 }
 

@@ -8,14 +8,12 @@ use std::ffi::CString;
 /// Cosine similarity at or above which a new memory conflicts with an old one.
 static CONFLICT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.85);
 /// Weight `w` of staleness in `score = relevance × trust × (1 − w × staleness)`.
-static STALENESS_WEIGHT: GucSetting<f64> =
-    GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALENESS_WEIGHT);
+static STALENESS_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALENESS_WEIGHT);
 /// Days over which trust halves.
 static TRUST_HALF_LIFE_DAYS: GucSetting<f64> =
     GucSetting::<f64>::new(engram_core::scoring::DEFAULT_TRUST_HALF_LIFE_DAYS);
 /// Days without access after which a memory is fully stale.
-static STALE_AFTER_DAYS: GucSetting<f64> =
-    GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
+static STALE_AFTER_DAYS: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
 /// Scopes with at most this many rows are searched exactly, not via HNSW.
 static EXACT_SEARCH_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(5000);
 /// hnsw.ef_search used by engram's filtered index scans.

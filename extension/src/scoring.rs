@@ -24,13 +24,7 @@ fn trust_score(
     flagged: bool,
     half_life_days: default!(f64, 180.0),
 ) -> f32 {
-    scoring::trust_score(
-        author(author_type),
-        age_days,
-        corrections,
-        flagged,
-        half_life_days,
-    ) as f32
+    scoring::trust_score(author(author_type), age_days, corrections, flagged, half_life_days) as f32
 }
 
 /// min(1, min(days/stale_after_days, 1) + 0.3 if flagged + min(0.1 × corrections, 0.3))
@@ -46,12 +40,7 @@ fn staleness_score(
 
 /// relevance × trust × (1 − staleness_weight × staleness)
 #[pg_extern(immutable, parallel_safe)]
-fn rank_score(
-    relevance: f32,
-    trust: f32,
-    staleness: f32,
-    staleness_weight: default!(f32, 0.3),
-) -> f32 {
+fn rank_score(relevance: f32, trust: f32, staleness: f32, staleness_weight: default!(f32, 0.3)) -> f32 {
     scoring::rank_score(
         f64::from(relevance),
         f64::from(trust),

@@ -1,1 +1,169 @@
+//! Harness for engram's integration tests: every test gets its own database,
+//! cloned from `engram_template` (engram + pgvector installed) in the
+//! throwaway cluster that `scripts/test` starts, and talks SQL to it over a
+//! real connection, as a superuser or as the restricted `engram_app` role.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+pub use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls, Row};
+pub use uuid::Uuid;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the integration tests through scripts/test, which starts the test cluster")
+    })
+}
+
+async fn connect(db: &str, user: &str) -> Client {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(env("ENGRAM_TEST_HOST"))
+        .port(env("ENGRAM_TEST_PORT").parse().expect("ENGRAM_TEST_PORT"))
+        .user(user)
+        .dbname(db);
+    let (client, conn) = config
+        .connect(NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {db} as {user}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+/// A fresh database with the engram extension.
+pub struct TestDb {
+    pub name: String,
+    /// Connected as the `postgres` superuser (RLS does not apply).
+    pub admin: Client,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl TestDb {
+    /// A new database cloned from the template, with `dims`-dimension embeddings.
+    pub async fn new(dims: i32) -> TestDb {
+        let name = format!("t_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        let root = connect("postgres", "postgres").await;
+        // CREATE DATABASE ... TEMPLATE fails while anyone else is copying the
+        // same template; retry briefly instead of serialising all tests.
+        let mut tries = 0;
+        loop {
+            match root
+                .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE engram_template"))
+                .await
+            {
+                Ok(()) => break,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("create database {name}: {e}"),
+            }
+        }
+        let admin = connect(&name, "postgres").await;
+        admin
+            .execute("SELECT engram.configure(embedding_dims => $1)", &[&dims])
+            .await
+            .expect("configure");
+        TestDb { name, admin }
+    }
+
+    /// A connection as the restricted login role `engram_app` (granted
+    /// engram_agent), with engram.owner set for the session.
+    pub async fn agent(&self, owner: &str) -> Client {
+        let c = connect(&self.name, "engram_app").await;
+        c.execute("SELECT set_config('engram.owner', $1, false)", &[&owner])
+            .await
+            .expect("set engram.owner");
+        c
+    }
+
+    /// A connection as `engram_app` with no engram.owner set.
+    pub async fn agent_without_owner(&self) -> Client {
+        connect(&self.name, "engram_app").await
+    }
+
+    /// Another superuser connection (e.g. for concurrency tests).
+    pub async fn admin_connection(&self) -> Client {
+        connect(&self.name, "postgres").await
+    }
+}
+
+/// Connects to the database where pg_cron lives (cron.database_name).
+pub async fn cron_db() -> Client {
+    connect("engram_test", "postgres").await
+}
+
+/// `[a,b,c]`, pgvector's text form.
+pub fn vec_text(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}
+
+/// Calls `engram.remember` as `client` with text, embedding and extra named
+/// arguments (SQL fragments with no user values, e.g. `kind => 'episodic'`).
+pub async fn remember(
+    client: &Client,
+    owner: &str,
+    content: &str,
+    emb: &[f32],
+    extra: &str,
+) -> (String, Option<Uuid>, Option<serde_json::Value>) {
+    let row = try_remember(client, owner, content, emb, extra)
+        .await
+        .expect("remember");
+    (row.get(0), row.get(1), row.get(2))
+}
+
+pub async fn try_remember(
+    client: &Client,
+    owner: &str,
+    content: &str,
+    emb: &[f32],
+    extra: &str,
+) -> Result<Row, tokio_postgres::Error> {
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(", {extra}")
+    };
+    client
+        .query_one(
+            &format!("SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2, embedding => $3::text::vector{extra})"),
+            &[&owner, &content, &vec_text(emb)],
+        )
+        .await
+}
+
+/// Created id of a memory that must not conflict.
+pub async fn create(client: &Client, owner: &str, content: &str, emb: &[f32], extra: &str) -> Uuid {
+    let (status, id, conflicts) = remember(client, owner, content, emb, extra).await;
+    assert_eq!(
+        status, "created",
+        "expected created for {content:?}, conflicts: {conflicts:?}"
+    );
+    id.expect("created id")
+}
+
+/// The SQLSTATE of a failed call, panicking if it succeeded.
+pub fn sqlstate<T: std::fmt::Debug>(r: Result<T, tokio_postgres::Error>) -> (String, String) {
+    let e = r.expect_err("expected an error");
+    let db = e.as_db_error().unwrap_or_else(|| panic!("not a database error: {e}"));
+    (db.code().code().to_string(), db.message().to_string())
+}
+
+/// Row count of a table (as the admin, so RLS does not hide rows).
+pub async fn count(db: &TestDb, sql: &str) -> i64 {
+    db.admin.query_one(sql, &[]).await.expect(sql).get(0)
+}
+
+/// A unit vector pointing mostly along axis `i` (of `dims`), with a small
+/// tilt `t` along the next axis: similar for equal `i`, unrelated otherwise.
+pub fn axis(dims: usize, i: usize, t: f32) -> Vec<f32> {
+    let mut v = vec![0.01f32; dims];
+    v[i % dims] = 1.0;
+    v[(i + 1) % dims] += t;
+    v
+}

@@ -22,14 +22,10 @@ fn bad(hint: &str) -> Error {
 pub fn decode(cursor: &str, order_by: &str) -> Result<(String, String)> {
     let parts: Vec<&str> = cursor.split('.').collect();
     let [version, ord, hex, id] = parts.as_slice() else {
-        return Err(bad(
-            "pass the next_cursor of a previous engram.list call unchanged",
-        ));
+        return Err(bad("pass the next_cursor of a previous engram.list call unchanged"));
     };
     if *version != VERSION {
-        return Err(bad(
-            "the cursor comes from another version; start again without after",
-        ));
+        return Err(bad("the cursor comes from another version; start again without after"));
     }
     if *ord != order_by {
         return Err(Error::invalid(
@@ -38,9 +34,7 @@ pub fn decode(cursor: &str, order_by: &str) -> Result<(String, String)> {
         ));
     }
     if hex.len() % 2 != 0 || id.len() != 36 {
-        return Err(bad(
-            "pass the next_cursor of a previous engram.list call unchanged",
-        ));
+        return Err(bad("pass the next_cursor of a previous engram.list call unchanged"));
     }
     let bytes: Option<Vec<u8>> = (0..hex.len())
         .step_by(2)

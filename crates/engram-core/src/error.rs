@@ -53,13 +53,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (SQLSTATE {}); {}",
-            self.message,
-            self.sqlstate.code(),
-            self.hint
-        )
+        write!(f, "{} (SQLSTATE {}); {}", self.message, self.sqlstate.code(), self.hint)
     }
 }
 

@@ -45,18 +45,8 @@ impl AuthorType {
 ///
 /// Negative ages (clock skew) count as zero so a memory never gains trust
 /// above its author weight; a non-positive half-life disables decay.
-pub fn trust_score(
-    author: AuthorType,
-    age_days: f64,
-    corrections: i32,
-    flagged: bool,
-    half_life_days: f64,
-) -> f64 {
-    let age = if age_days.is_finite() {
-        age_days.max(0.0)
-    } else {
-        0.0
-    };
+pub fn trust_score(author: AuthorType, age_days: f64, corrections: i32, flagged: bool, half_life_days: f64) -> f64 {
+    let age = if age_days.is_finite() { age_days.max(0.0) } else { 0.0 };
     let decay = if half_life_days > 0.0 {
         (-age / half_life_days).exp2()
     } else {
@@ -69,12 +59,7 @@ pub fn trust_score(
 
 /// `min(1, min(days/stale_after, 1) + 0.3 if flagged + min(0.1 × corrections, 0.3))`,
 /// in [0, 1].
-pub fn staleness_score(
-    days_since_access: f64,
-    corrections: i32,
-    flagged: bool,
-    stale_after_days: f64,
-) -> f64 {
+pub fn staleness_score(days_since_access: f64, corrections: i32, flagged: bool, stale_after_days: f64) -> f64 {
     let days = if days_since_access.is_finite() {
         days_since_access.max(0.0)
     } else {
@@ -93,11 +78,7 @@ pub fn staleness_score(
 /// `relevance × trust × (1 − weight × staleness)`. Relevance below zero (an
 /// anti-correlated vector) counts as zero so it can never outrank a match.
 pub fn rank_score(relevance: f64, trust: f64, staleness: f64, staleness_weight: f64) -> f64 {
-    let relevance = if relevance.is_finite() {
-        relevance.max(0.0)
-    } else {
-        0.0
-    };
+    let relevance = if relevance.is_finite() { relevance.max(0.0) } else { 0.0 };
     let trust = trust.clamp(0.0, 1.0);
     let staleness = staleness.clamp(0.0, 1.0);
     let weight = staleness_weight.clamp(0.0, 1.0);
@@ -114,70 +95,34 @@ mod tests {
 
     #[test]
     fn trust_author_weights_at_age_zero() {
-        assert!(close(
-            trust_score(AuthorType::Human, 0.0, 0, false, 180.0),
-            1.0
-        ));
-        assert!(close(
-            trust_score(AuthorType::System, 0.0, 0, false, 180.0),
-            0.9
-        ));
-        assert!(close(
-            trust_score(AuthorType::Agent, 0.0, 0, false, 180.0),
-            0.7
-        ));
+        assert!(close(trust_score(AuthorType::Human, 0.0, 0, false, 180.0), 1.0));
+        assert!(close(trust_score(AuthorType::System, 0.0, 0, false, 180.0), 0.9));
+        assert!(close(trust_score(AuthorType::Agent, 0.0, 0, false, 180.0), 0.7));
     }
 
     #[test]
     fn trust_halves_every_half_life() {
-        assert!(close(
-            trust_score(AuthorType::Human, 180.0, 0, false, 180.0),
-            0.5
-        ));
-        assert!(close(
-            trust_score(AuthorType::Human, 360.0, 0, false, 180.0),
-            0.25
-        ));
+        assert!(close(trust_score(AuthorType::Human, 180.0, 0, false, 180.0), 0.5));
+        assert!(close(trust_score(AuthorType::Human, 360.0, 0, false, 180.0), 0.25));
     }
 
     #[test]
     fn trust_correction_penalty_caps_at_thirty_percent() {
-        assert!(close(
-            trust_score(AuthorType::Human, 0.0, 2, false, 180.0),
-            0.9
-        ));
-        assert!(close(
-            trust_score(AuthorType::Human, 0.0, 6, false, 180.0),
-            0.7
-        ));
-        assert!(close(
-            trust_score(AuthorType::Human, 0.0, 60, false, 180.0),
-            0.7
-        ));
+        assert!(close(trust_score(AuthorType::Human, 0.0, 2, false, 180.0), 0.9));
+        assert!(close(trust_score(AuthorType::Human, 0.0, 6, false, 180.0), 0.7));
+        assert!(close(trust_score(AuthorType::Human, 0.0, 60, false, 180.0), 0.7));
     }
 
     #[test]
     fn trust_flag_halves() {
-        assert!(close(
-            trust_score(AuthorType::Agent, 0.0, 0, true, 180.0),
-            0.35
-        ));
+        assert!(close(trust_score(AuthorType::Agent, 0.0, 0, true, 180.0), 0.35));
     }
 
     #[test]
     fn trust_ignores_negative_age_and_bad_half_life() {
-        assert!(close(
-            trust_score(AuthorType::Human, -5.0, 0, false, 180.0),
-            1.0
-        ));
-        assert!(close(
-            trust_score(AuthorType::Human, 1000.0, 0, false, 0.0),
-            1.0
-        ));
-        assert!(close(
-            trust_score(AuthorType::Human, f64::NAN, 0, false, 180.0),
-            1.0
-        ));
+        assert!(close(trust_score(AuthorType::Human, -5.0, 0, false, 180.0), 1.0));
+        assert!(close(trust_score(AuthorType::Human, 1000.0, 0, false, 0.0), 1.0));
+        assert!(close(trust_score(AuthorType::Human, f64::NAN, 0, false, 180.0), 1.0));
     }
 
     #[test]
@@ -200,12 +145,7 @@ mod tests {
 
     #[test]
     fn flagged_stale_memory_ranks_below_fresh_trusted_one() {
-        let fresh = rank_score(
-            0.80,
-            trust_score(AuthorType::Agent, 1.0, 0, false, 180.0),
-            0.0,
-            0.3,
-        );
+        let fresh = rank_score(0.80, trust_score(AuthorType::Agent, 1.0, 0, false, 180.0), 0.0, 0.3);
         let flagged = rank_score(
             0.85,
             trust_score(AuthorType::Agent, 1.0, 0, true, 180.0),

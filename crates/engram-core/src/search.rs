@@ -22,10 +22,7 @@ pub fn clamp_k(k: Option<i32>) -> i32 {
 /// so a rare exact token (an error code) that the embedding misses still
 /// outranks vector-only neighbours when it is also a weak vector match.
 pub fn fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>) -> f64 {
-    let part = |r: Option<i64>| {
-        r.filter(|r| *r >= 1)
-            .map_or(0.0, |r| 1.0 / (RRF_K + r as f64))
-    };
+    let part = |r: Option<i64>| r.filter(|r| *r >= 1).map_or(0.0, |r| 1.0 / (RRF_K + r as f64));
     (part(vector_rank) + part(text_rank)) * (RRF_K + 1.0) / 2.0
 }
 

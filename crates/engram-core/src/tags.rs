@@ -210,11 +210,7 @@ fn is_scope_tag(tag: &str) -> bool {
 
 /// The scope tags carried by a memory's tag set, sorted (a canonical key).
 pub fn scope_of(tags: &[&str]) -> Vec<String> {
-    let mut scope: Vec<String> = tags
-        .iter()
-        .filter(|t| is_scope_tag(t))
-        .map(|t| t.to_string())
-        .collect();
+    let mut scope: Vec<String> = tags.iter().filter(|t| is_scope_tag(t)).map(|t| t.to_string()).collect();
     scope.sort();
     scope.dedup();
     scope
@@ -244,14 +240,8 @@ pub fn check_memory_scope(internal_type: Option<&str>, tags: &[&str]) -> Result<
             }
         }
         Some(InternalType::Ghost) => {
-            let types: Vec<&String> = scope
-                .iter()
-                .filter(|t| t.starts_with(GHOST_TYPE_PREFIX))
-                .collect();
-            let owners: Vec<&String> = scope
-                .iter()
-                .filter(|t| t.starts_with(GHOST_OWNER_PREFIX))
-                .collect();
+            let types: Vec<&String> = scope.iter().filter(|t| t.starts_with(GHOST_TYPE_PREFIX)).collect();
+            let owners: Vec<&String> = scope.iter().filter(|t| t.starts_with(GHOST_OWNER_PREFIX)).collect();
             let consistent = match (types.as_slice(), owners.as_slice()) {
                 ([t], [o]) => {
                     let ty = &t[GHOST_TYPE_PREFIX.len()..];
@@ -288,20 +278,14 @@ mod tests {
 
     #[test]
     fn agent_tags() {
-        assert_eq!(
-            internal_tags(&args("agent", None, None)).unwrap(),
-            vec!["agent"]
-        );
+        assert_eq!(internal_tags(&args("agent", None, None)).unwrap(), vec!["agent"]);
         assert!(scope_tags(&args("agent", None, None)).unwrap().is_empty());
     }
 
     #[test]
     fn user_ghost_tags_match_the_seed_table() {
         let t = internal_tags(&args("ghost", Some("user"), Some("alice"))).unwrap();
-        assert_eq!(
-            t,
-            vec!["ghost", "ghost_type:user", "ghost_owner:user:alice"]
-        );
+        assert_eq!(t, vec!["ghost", "ghost_type:user", "ghost_owner:user:alice"]);
         let s = scope_tags(&args("ghost", Some("user"), Some("alice"))).unwrap();
         assert_eq!(s, vec!["ghost_type:user", "ghost_owner:user:alice"]);
     }
@@ -316,11 +300,7 @@ mod tests {
         };
         assert_eq!(
             internal_tags(&space).unwrap(),
-            vec![
-                "ghost",
-                "ghost_type:space",
-                "ghost_owner:space:music-lovers"
-            ]
+            vec!["ghost", "ghost_type:space", "ghost_owner:space:music-lovers"]
         );
         let group = ScopeArgs {
             internal_type: Some("ghost"),

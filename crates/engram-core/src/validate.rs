@@ -20,13 +20,7 @@ pub const MAX_MERGE_IDS: usize = 100;
 
 pub const KINDS: [&str; 3] = ["semantic", "episodic", "procedural"];
 pub const STATUSES: [&str; 3] = ["active", "archived", "expired"];
-pub const ORDER_BY: [&str; 5] = [
-    "created_at",
-    "updated_at",
-    "trust_score",
-    "importance",
-    "access_count",
-];
+pub const ORDER_BY: [&str; 5] = ["created_at", "updated_at", "trust_score", "importance", "access_count"];
 
 fn one_of(what: &str, value: &str, allowed: &[&str]) -> Result<()> {
     if allowed.contains(&value) {
@@ -65,10 +59,7 @@ pub fn check_content(content: Option<&str>) -> Result<()> {
         ));
     };
     if content.trim().is_empty() {
-        return Err(Error::invalid(
-            "content is empty",
-            "pass the text to remember",
-        ));
+        return Err(Error::invalid("content is empty", "pass the text to remember"));
     }
     if content.len() > MAX_CONTENT_BYTES {
         return Err(Error::new(
@@ -102,10 +93,7 @@ pub fn check_tags(tags: &[Option<&str>]) -> Result<()> {
             ));
         };
         if tag.trim().is_empty() {
-            return Err(Error::invalid(
-                "tags contain a blank tag",
-                "remove empty tags",
-            ));
+            return Err(Error::invalid("tags contain a blank tag", "remove empty tags"));
         }
         if tag.len() > MAX_TAG_BYTES {
             return Err(Error::new(
@@ -155,10 +143,7 @@ pub fn check_embedding(values: &[f32], dims: i32, argument: &str) -> Result<()> 
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
         return Err(Error::new(
             Sqlstate::DataException,
-            format!(
-                "{argument} has a NaN or infinite value at position {}",
-                i + 1
-            ),
+            format!("{argument} has a NaN or infinite value at position {}", i + 1),
             "pass finite numbers only",
         ));
     }
@@ -195,10 +180,7 @@ pub fn check_unit_interval(name: &str, value: f64) -> Result<()> {
 
 pub fn check_merge_ids(count: usize, distinct: usize) -> Result<()> {
     if count < 1 {
-        return Err(Error::invalid(
-            "ids is empty",
-            "pass the ids of the memories to merge",
-        ));
+        return Err(Error::invalid("ids is empty", "pass the ids of the memories to merge"));
     }
     if count > MAX_MERGE_IDS {
         return Err(Error::new(
@@ -208,10 +190,7 @@ pub fn check_merge_ids(count: usize, distinct: usize) -> Result<()> {
         ));
     }
     if distinct != count {
-        return Err(Error::invalid(
-            "ids contains duplicates or NULL",
-            "pass each id once",
-        ));
+        return Err(Error::invalid("ids contains duplicates or NULL", "pass each id once"));
     }
     Ok(())
 }
@@ -223,10 +202,7 @@ mod tests {
     #[test]
     fn content_limits() {
         assert!(check_content(Some("tea")).is_ok());
-        assert_eq!(
-            check_content(None).unwrap_err().sqlstate,
-            Sqlstate::NullValueNotAllowed
-        );
+        assert_eq!(check_content(None).unwrap_err().sqlstate, Sqlstate::NullValueNotAllowed);
         assert_eq!(
             check_content(Some(" \n")).unwrap_err().sqlstate,
             Sqlstate::InvalidParameterValue
