@@ -167,7 +167,8 @@ BEGIN
     IF p_query IS NULL THEN
         RETURN;
     END IF;
-    PERFORM set_config('hnsw.ef_search', greatest(engram._setting_hnsw_ef_search(), v_fetch)::text, true);
+    -- pgvector caps ef_search at 1000.
+    PERFORM set_config('hnsw.ef_search', least(greatest(engram._setting_hnsw_ef_search(), v_fetch), 1000)::text, true);
     RETURN QUERY
     WITH c AS MATERIALIZED (
         SELECT m.id, m.embedding <=> p_query AS d
@@ -694,8 +695,13 @@ BEGIN
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
     v_all := nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}');
     -- Candidates per leg: more than k, so that trust and staleness can
-    -- reorder the top and fusion sees rows ranked just below k by one leg.
+    -- reorder the top. Hybrid queries widen the vector pool so that a
+    -- lexical hit with a weak (but not absent) vector rank gets credit for
+    -- both lists instead of tying with vector-only rows.
     v_pool := least(v_k * 3, 300);
+    IF search.query_embedding IS NOT NULL AND v_text IS NOT NULL THEN
+        v_pool := greatest(v_pool, 100);
+    END IF;
 
     WITH vec AS (
         SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r

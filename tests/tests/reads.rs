@@ -1,0 +1,425 @@
+//! search / recall / list / revisions / stats against a real cluster.
+
+use engram_tests::*;
+use tokio_postgres::Client;
+
+async fn ids(c: &Client, sql: &str) -> Vec<Uuid> {
+    c.query(sql, &[]).await.expect(sql).iter().map(|r| r.get(0)).collect()
+}
+
+#[tokio::test]
+async fn vector_search_ranks_by_similarity_and_reports_scores() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let near = create(c, "alice", "near", &[1.0, 0.1, 0.0, 0.0], "").await;
+    let mid = create(c, "alice", "mid", &[1.0, 1.0, 0.0, 0.0], "").await;
+    let far = create(c, "alice", "far", &[0.0, 0.0, 1.0, 0.0], "").await;
+    let rows = c
+        .query(
+            "SELECT id, similarity, score, trust_score FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, vec![near, mid, far]);
+    let sim: f32 = rows[0].get(1);
+    let score: f32 = rows[0].get(2);
+    let trust: f32 = rows[0].get(3);
+    assert!((sim - 0.995).abs() < 0.01, "{sim}");
+    // relevance × trust × (1 − 0.3 × 0): an agent memory has trust 0.7
+    assert!((score - sim * trust).abs() < 1e-4, "{score} vs {sim} × {trust}");
+    // min_similarity drops the unrelated one
+    let got = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', min_similarity => 0.5)",
+    )
+    .await;
+    assert_eq!(got, vec![near, mid]);
+}
+
+#[tokio::test]
+async fn hybrid_search_finds_rare_token_the_embedding_misses() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    for i in 0..20 {
+        create(
+            c,
+            "alice",
+            &format!("deployment note {i}: all green"),
+            &[1.0, 0.05 * i as f32, 0.0, 0.0],
+            "force => true",
+        )
+        .await;
+    }
+    // the error-code memory points elsewhere in embedding space
+    let code = create(
+        c,
+        "alice",
+        "deploy failed with ERR-4521 on node 7",
+        &[0.0, 0.0, 1.0, 0.0],
+        "",
+    )
+    .await;
+    let vector_only = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', k => 5)",
+    )
+    .await;
+    assert!(!vector_only.contains(&code));
+    let hybrid = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', query_text => 'what caused ERR-4521?', k => 5)",
+    )
+    .await;
+    assert_eq!(hybrid[0], code, "the exact-token hit ranks first");
+    let ticket = create(c, "alice", "ticket OPS-99172 reopened", &[0.0, 0.0, 0.0, 1.0], "").await;
+    let hybrid = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', query_text => 'status of OPS-99172', k => 3)",
+    )
+    .await;
+    assert_eq!(
+        hybrid[0], ticket,
+        "an exact token wins even when the embeddings disagree"
+    );
+    let lexical = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_text => 'ERR-4521')",
+    )
+    .await;
+    assert_eq!(lexical, vec![code]);
+    let (state, _) = sqlstate(c.query("SELECT * FROM engram.search(owner => 'alice')", &[]).await);
+    assert_eq!(state, "22004");
+}
+
+#[tokio::test]
+async fn search_filters_and_k_clamp() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let q = "query_embedding => '[1,0,0,0]'";
+    let sem = create(c, "alice", "semantic a", &[1.0, 0.0, 0.0, 0.0], "tags => '{x,y}'").await;
+    let epi = create(
+        c,
+        "alice",
+        "episodic b",
+        &[1.0, 0.2, 0.0, 0.0],
+        "kind => 'episodic', tags => '{x}', session_id => 's1'",
+    )
+    .await;
+    let pro = create(
+        c,
+        "alice",
+        "procedural c",
+        &[0.0, 1.0, 0.0, 0.0],
+        "kind => 'procedural', tags => '{z}'",
+    )
+    .await;
+
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, kinds => '{{episodic,procedural}}')"),
+    )
+    .await;
+    assert_eq!(got, vec![epi, pro]);
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, tags_all => '{{x,y}}')"),
+    )
+    .await;
+    assert_eq!(got, vec![sem]);
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, tags_any => '{{y,z}}')"),
+    )
+    .await;
+    assert_eq!(got, vec![sem, pro]);
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, session_id => 's1')"),
+    )
+    .await;
+    assert_eq!(got, vec![epi]);
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, created_after => now() + interval '1 minute')"),
+    )
+    .await;
+    assert!(got.is_empty());
+    let got = ids(
+        c,
+        &format!("SELECT id FROM engram.search(owner => 'alice', {q}, created_before => now() + interval '1 minute')"),
+    )
+    .await;
+    assert_eq!(got.len(), 3);
+
+    // k is clamped to 1..100: huge k is no error and 0 still returns one row
+    assert_eq!(
+        ids(
+            c,
+            &format!("SELECT id FROM engram.search(owner => 'alice', {q}, k => 0)")
+        )
+        .await
+        .len(),
+        1
+    );
+    assert_eq!(
+        ids(
+            c,
+            &format!("SELECT id FROM engram.search(owner => 'alice', {q}, k => 2147483647)")
+        )
+        .await
+        .len(),
+        3
+    );
+    // archived memories only on request
+    c.query_one("SELECT engram.forget(owner => 'alice', id => $1)", &[&sem])
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(c, &format!("SELECT id FROM engram.search(owner => 'alice', {q})"))
+            .await
+            .len(),
+        2
+    );
+    assert_eq!(
+        ids(
+            c,
+            &format!("SELECT id FROM engram.search(owner => 'alice', {q}, include_archived => true)")
+        )
+        .await
+        .len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn k_above_100_returns_100() {
+    let db = TestDb::new(4).await;
+    db.admin
+        .batch_execute(
+            "SELECT engram.remember(owner => 'alice', content => 'fact ' || i, embedding => ARRAY[1, i, 0.5, 0.25]::real[]::vector, force => true)
+             FROM generate_series(1, 150) i",
+        )
+        .await
+        .unwrap();
+    let n = db
+        .admin
+        .query(
+            "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,1,0,0]', k => 500)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(n, 100);
+}
+
+#[tokio::test]
+async fn search_records_access_without_rewriting_memory_rows() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let id = create(c, "alice", "a fact", &[1.0, 0.0, 0.0, 0.0], "").await;
+    let before: String = c
+        .query_one(
+            "SELECT ctid::text || xmin::text FROM engram.memories WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for _ in 0..3 {
+        c.query(
+            "SELECT * FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]')",
+            &[],
+        )
+        .await
+        .unwrap();
+    }
+    c.query("SELECT * FROM engram.recall(owner => 'alice', id => $1)", &[&id])
+        .await
+        .unwrap();
+    let after: String = c
+        .query_one(
+            "SELECT ctid::text || xmin::text FROM engram.memories WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(before, after, "a read must not rewrite the memory row");
+    let row = c
+        .query_one(
+            "SELECT access_count, last_accessed_at IS NOT NULL FROM engram.recall(owner => 'alice', id => $1)",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    // three searches, one recall, and this recall
+    assert_eq!(row.get::<_, i64>(0), 5);
+    assert!(row.get::<_, bool>(1));
+    // a read-only transaction can still search
+    c.batch_execute("BEGIN READ ONLY").await.unwrap();
+    let n = c
+        .query(
+            "SELECT * FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .len();
+    c.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(n, 1);
+}
+
+#[tokio::test]
+async fn recall_returns_the_full_memory() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let id = create(
+        c,
+        "alice",
+        "Alice's locker code is 4411",
+        &[1.0, 0.0, 0.0, 0.0],
+        "tags => '{locker}', metadata => '{\"src\": \"chat\"}', importance => 0.9, author_type => 'human', session_id => 'conv-1'",
+    )
+    .await;
+    let r = c
+        .query_one(
+            "SELECT content, tags, metadata, importance, author_type, trust_score, session_id, revision_count, embedding::text, status
+             FROM engram.recall(owner => 'alice', id => $1)",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, String>(0), "Alice's locker code is 4411");
+    assert_eq!(r.get::<_, Vec<String>>(1), vec!["locker"]);
+    assert_eq!(r.get::<_, serde_json::Value>(2), serde_json::json!({"src": "chat"}));
+    assert!((r.get::<_, f32>(3) - 0.9).abs() < 1e-6);
+    assert_eq!(r.get::<_, String>(4), "human");
+    assert!((r.get::<_, f32>(5) - 1.0).abs() < 1e-6);
+    assert_eq!(r.get::<_, String>(6), "conv-1");
+    assert_eq!(r.get::<_, i64>(7), 0);
+    assert_eq!(r.get::<_, String>(8), "[1,0,0,0]");
+    assert_eq!(r.get::<_, String>(9), "active");
+    let missing = Uuid::new_v4();
+    let (code, msg) = sqlstate(
+        c.query("SELECT * FROM engram.recall(owner => 'alice', id => $1)", &[&missing])
+            .await,
+    );
+    assert_eq!(code, "P0002");
+    assert_eq!(
+        msg,
+        format!("memory {missing} not found; use engram.search or engram.list to find memory ids")
+    );
+}
+
+#[tokio::test]
+async fn list_paginates_every_row_exactly_once_in_every_order() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    // equal sort keys (same importance/trust) exercise the id tie-breaker
+    c.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'item ' || i, embedding => ARRAY[1, i, 0, 0]::real[]::vector,
+                                importance => (i % 3) / 2.0, force => true)
+         FROM generate_series(1, 23) i",
+    )
+    .await
+    .unwrap();
+    let all: Vec<Uuid> = ids(c, "SELECT id FROM engram.memories ORDER BY id").await;
+    for order_by in ["created_at", "updated_at", "trust_score", "importance", "access_count"] {
+        for descending in [true, false] {
+            let mut seen: Vec<Uuid> = Vec::new();
+            let mut cursor: Option<String> = None;
+            let mut pages = 0;
+            loop {
+                let rows = c
+                    .query(
+                        "SELECT id, next_cursor FROM engram.list(owner => 'alice', order_by => $1, descending => $2, \"limit\" => 5, after => $3)",
+                        &[&order_by, &descending, &cursor],
+                    )
+                    .await
+                    .unwrap();
+                pages += 1;
+                seen.extend(rows.iter().map(|r| r.get::<_, Uuid>(0)));
+                cursor = rows.last().and_then(|r| r.get::<_, Option<String>>(1));
+                if cursor.is_none() {
+                    break;
+                }
+                assert!(pages < 10, "pagination does not terminate");
+            }
+            assert_eq!(pages, 5, "{order_by} {descending}");
+            let mut sorted = seen.clone();
+            sorted.sort();
+            assert_eq!(sorted, all, "{order_by} desc={descending}: every row exactly once");
+        }
+    }
+    // importance ordering is really by importance
+    let imps: Vec<f32> = c
+        .query(
+            "SELECT importance FROM engram.list(owner => 'alice', order_by => 'importance')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(imps.windows(2).all(|w| w[0] >= w[1]));
+    // a cursor from another order is refused; so is an unknown order
+    let cursor: String = c
+        .query(
+            "SELECT next_cursor FROM engram.list(owner => 'alice', \"limit\" => 1)",
+            &[],
+        )
+        .await
+        .unwrap()[0]
+        .get(0);
+    let (code, _) = sqlstate(
+        c.query(
+            "SELECT * FROM engram.list(owner => 'alice', order_by => 'importance', after => $1)",
+            &[&cursor],
+        )
+        .await,
+    );
+    assert_eq!(code, "22023");
+    let (code, _) = sqlstate(
+        c.query(
+            "SELECT * FROM engram.list(owner => 'alice', order_by => 'id; drop table x')",
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(code, "22023");
+}
+
+#[tokio::test]
+async fn stats_counts_by_kind_status_source_and_type() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    create(c, "alice", "one", &[1.0, 0.0, 0.0, 0.0], "").await;
+    create(c, "alice", "two", &[0.0, 1.0, 0.0, 0.0], "kind => 'episodic'").await;
+    c.query(
+        "SELECT * FROM engram.remember(owner => 'alice', content => 'no embedding', internal_type => 'agent', tags => engram.internal_tags('agent'))",
+        &[],
+    )
+    .await
+    .unwrap();
+    create(c, "bob", "bob's", &[0.0, 0.0, 1.0, 0.0], "").await;
+    let s: serde_json::Value = c
+        .query_one("SELECT engram.stats(owner => 'alice')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(s["total"], 3);
+    assert_eq!(s["by_kind"]["semantic"], 2);
+    assert_eq!(s["by_kind"]["episodic"], 1);
+    assert_eq!(s["by_status"]["active"], 3);
+    assert_eq!(s["by_source"]["memory"], 3);
+    assert_eq!(s["by_internal_type"]["agent"], 1);
+    assert_eq!(s["by_internal_type"]["none"], 2);
+    assert!((s["embedded_share"].as_f64().unwrap() - 0.6667).abs() < 1e-3);
+    assert!(s["last_write_at"].is_string());
+    let all: serde_json::Value = c.query_one("SELECT engram.stats()", &[]).await.unwrap().get(0);
+    assert_eq!(all["total"], 4);
+}
