@@ -257,7 +257,6 @@ BEGIN
         'staleness_weight', engram._setting_staleness_weight(),
         'trust_half_life_days', engram._setting_trust_half_life_days(),
         'stale_after_days', engram._setting_stale_after_days(),
-        'exact_search_limit', engram._setting_exact_search_limit(),
         'hnsw_ef_search', engram._setting_hnsw_ef_search());
 END
 $fn$;

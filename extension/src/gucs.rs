@@ -14,8 +14,6 @@ static TRUST_HALF_LIFE_DAYS: GucSetting<f64> =
     GucSetting::<f64>::new(engram_core::scoring::DEFAULT_TRUST_HALF_LIFE_DAYS);
 /// Days without access after which a memory is fully stale.
 static STALE_AFTER_DAYS: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
-/// Scopes with at most this many rows are searched exactly, not via HNSW.
-static EXACT_SEARCH_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(5000);
 /// hnsw.ef_search used by engram's filtered index scans.
 static HNSW_EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(100);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
@@ -63,16 +61,6 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"engram.exact_search_limit",
-        c"Scopes with at most this many rows are searched exactly.",
-        c"Above it, search uses the HNSW index with pgvector iterative scans. Default 5000.",
-        &EXACT_SEARCH_LIMIT,
-        0,
-        10_000_000,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
         c"engram.hnsw_ef_search",
         c"hnsw.ef_search for engram's filtered index scans.",
         c"Higher values raise recall on large scopes at some latency. Default 100.",
@@ -113,11 +101,6 @@ fn _setting_trust_half_life_days() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_stale_after_days() -> f64 {
     STALE_AFTER_DAYS.get()
-}
-
-#[pg_extern(stable, parallel_safe)]
-fn _setting_exact_search_limit() -> i32 {
-    EXACT_SEARCH_LIMIT.get()
 }
 
 #[pg_extern(stable, parallel_safe)]
