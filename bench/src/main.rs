@@ -1,1 +1,400 @@
-fn main() {}
+//! engram-bench: scoped `engram.search` and `engram.remember` against raw
+//! pgvector, measured in one run on the same data and machine.
+//!
+//! Data: `--rows` vectors of `--dims` dimensions from a Gaussian mixture
+//! (`--centroids` random unit centroids, N(0, sigma²) noise per dimension,
+//! normalised), loaded into a raw pgvector table and into engram (one owner).
+//! Tags give scopes of 50%, 5% and 0.5% of the rows. Queries come from the
+//! same mixture. Ground truth is an exact scan with indexes disabled.
+
+mod data;
+mod stats;
+
+use clap::Parser;
+use data::{scope_tags, vec_text, Mixture};
+use pgvector::Vector;
+use stats::{recall, Samples};
+use std::time::{Duration, Instant};
+use tokio_postgres::{Client, NoTls, Statement};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "engram vs raw pgvector: latency, recall@10 and write throughput in one run"
+)]
+struct Args {
+    /// libpq-style connection string of a database with the engram extension.
+    #[arg(long, env = "ENGRAM_BENCH_DSN")]
+    dsn: String,
+    /// Vectors to load.
+    #[arg(long, default_value_t = 100_000)]
+    rows: usize,
+    /// Embedding dimension.
+    #[arg(long, default_value_t = 384)]
+    dims: usize,
+    /// Mixture components.
+    #[arg(long, default_value_t = 1000)]
+    centroids: usize,
+    /// Per-dimension noise around a centroid.
+    #[arg(long, default_value_t = 0.05)]
+    sigma: f32,
+    /// Queries per measurement.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Calls per write-throughput measurement.
+    #[arg(long, default_value_t = 2000)]
+    writes: usize,
+    /// Keep data from an earlier run with the same --rows/--dims/--centroids/--sigma.
+    #[arg(long)]
+    reuse: bool,
+}
+
+const OWNER: &str = "bench";
+const K: i64 = 10;
+const SCOPES: [(&str, &str); 3] = [("s50", "50%"), ("s5", "5%"), ("s05", "0.5%")];
+
+fn progress(msg: &str) {
+    eprintln!("[bench] {msg}");
+}
+
+async fn connect(dsn: &str) -> Client {
+    let (client, conn) = tokio_postgres::connect(dsn, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect ({dsn}): {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+fn fingerprint(a: &Args) -> String {
+    format!(
+        "rows={} dims={} centroids={} sigma={}",
+        a.rows, a.dims, a.centroids, a.sigma
+    )
+}
+
+async fn load(c: &Client, a: &Args) {
+    let dims = a.dims;
+    progress(&format!("loading {} ({})", a.rows, fingerprint(a)));
+    c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS bench_raw, bench_meta;
+         CREATE TABLE bench_meta (fingerprint text);
+         CREATE TABLE bench_raw (id bigint PRIMARY KEY, tags text[] NOT NULL, embedding vector({dims}) NOT NULL);
+         TRUNCATE engram.memories CASCADE;
+         TRUNCATE engram.memory_access;
+         SELECT engram.configure(embedding_dims => {dims});
+         DROP INDEX IF EXISTS engram.memories_embedding_hnsw;"
+    ))
+    .await
+    .expect("prepare tables");
+    let mut mix = Mixture::new(42, dims, a.centroids, a.sigma);
+    let insert = c
+        .prepare(
+            "INSERT INTO bench_raw (id, tags, embedding)
+             SELECT n, t::text[], v::vector FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(n, t, v)",
+        )
+        .await
+        .unwrap();
+    let batch = 2000;
+    let started = Instant::now();
+    for start in (0..a.rows).step_by(batch) {
+        let end = (start + batch).min(a.rows);
+        let ids: Vec<i64> = (start as i64..end as i64).collect();
+        let mut tags = Vec::with_capacity(end - start);
+        let mut vecs = Vec::with_capacity(end - start);
+        for _ in start..end {
+            tags.push(format!("{{{}}}", scope_tags(mix.uniform()).join(",")));
+            vecs.push(vec_text(&mix.sample()));
+        }
+        c.execute(&insert, &[&ids, &tags, &vecs]).await.expect("insert batch");
+        if end % 20_000 == 0 || end == a.rows {
+            progress(&format!("  {end}/{} rows ({:.0?})", a.rows, started.elapsed()));
+        }
+    }
+    progress("copying the rows into engram.memories (one owner)");
+    c.execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding, trust_score)
+         SELECT $1, 'memory ' || r.id, sha256(convert_to('memory ' || r.id, 'UTF8')),
+                engram._dedup_key('memory ' || r.id, NULL, '{}', 'semantic', NULL), r.tags, r.embedding,
+                engram.trust_score('agent', 0, 0, false)
+         FROM bench_raw r",
+        &[&OWNER],
+    )
+    .await
+    .expect("copy into engram");
+    for (what, sql) in [
+        (
+            "raw HNSW index",
+            "CREATE INDEX bench_raw_hnsw ON bench_raw USING hnsw (embedding vector_cosine_ops)",
+        ),
+        (
+            "raw tags index",
+            "CREATE INDEX bench_raw_tags ON bench_raw USING gin (tags)",
+        ),
+        (
+            "engram HNSW index",
+            "CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)",
+        ),
+        ("VACUUM ANALYZE bench_raw", "VACUUM ANALYZE bench_raw"),
+        ("VACUUM ANALYZE engram.memories", "VACUUM ANALYZE engram.memories"),
+    ] {
+        let t = Instant::now();
+        c.batch_execute(sql).await.expect(what);
+        progress(&format!("  {what}: {:.1?}", t.elapsed()));
+    }
+    c.execute("INSERT INTO bench_meta VALUES ($1)", &[&fingerprint(a)])
+        .await
+        .unwrap();
+}
+
+async fn loaded(c: &Client, a: &Args) -> bool {
+    let same = match c.query_opt("SELECT fingerprint FROM bench_meta", &[]).await {
+        Ok(Some(row)) => row.get::<_, String>(0) == fingerprint(a),
+        _ => false,
+    };
+    // the extension may have been recreated since (DROP EXTENSION drops its rows)
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM engram.memories WHERE owner = $1", &[&OWNER])
+        .await
+        .map(|r| r.get(0))
+        .unwrap_or(0);
+    same && rows == a.rows as i64
+}
+
+async fn ids_raw(c: &Client, st: &Statement, q: &Vector, scope: Option<&str>) -> (Vec<i64>, Duration) {
+    let t = Instant::now();
+    let rows = match scope {
+        Some(s) => c.query(st, &[&q, &s]).await,
+        None => c.query(st, &[&q]).await,
+    }
+    .expect("raw query");
+    let el = t.elapsed();
+    (rows.iter().map(|r| r.get(0)).collect(), el)
+}
+
+async fn exact(c: &Client, q: &Vector, scope: Option<&str>) -> (Vec<i64>, Duration) {
+    c.batch_execute("BEGIN; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let rows = match scope {
+        Some(s) => {
+            c.query(
+                "SELECT id FROM bench_raw WHERE tags @> ARRAY[$2] ORDER BY embedding <=> $1 LIMIT 10",
+                &[&q, &s],
+            )
+            .await
+        }
+        None => {
+            c.query("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10", &[&q])
+                .await
+        }
+    }
+    .expect("exact");
+    let el = t.elapsed();
+    c.batch_execute("COMMIT").await.unwrap();
+    (rows.iter().map(|r| r.get(0)).collect(), el)
+}
+
+struct Row {
+    name: String,
+    samples: Samples,
+}
+
+fn print_search_table(rows: &[Row], baseline_p50: f64) {
+    println!("| query | p50 ms | p95 ms | p50 / raw HNSW | recall@10 | rows returned |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let s = &r.samples;
+        println!(
+            "| {} | {:.3} | {:.3} | {:.2}x | {:.3} | {:.1} |",
+            r.name,
+            s.p50(),
+            s.p95(),
+            s.p50() / baseline_p50,
+            s.recall(),
+            s.mean_rows()
+        );
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let a = Args::parse();
+    let c = connect(&a.dsn).await;
+    let version: String = c
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
+        .await
+        .expect("pgvector missing")
+        .get(0);
+    if !(a.reuse && loaded(&c, &a).await) {
+        load(&c, &a).await;
+    } else {
+        progress(&format!("reusing loaded data ({})", fingerprint(&a)));
+    }
+
+    // Same centroids as the data (seed 42), other noise: queries come from
+    // the same mixture but were never stored.
+    let mut qmix = Mixture::new(42, a.dims, a.centroids, a.sigma).reseed(7);
+    // Bound as binary `vector` parameters, as a real client does: a text
+    // parameter cast in SQL is re-parsed per row under a generic plan.
+    let queries: Vec<Vector> = (0..a.queries).map(|_| Vector::from(qmix.sample())).collect();
+
+    progress("ground truth: exact scans");
+    let mut truth_all = Vec::new();
+    let mut exact_all = Samples::default();
+    for q in &queries {
+        let (ids, t) = exact(&c, q, None).await;
+        exact_all.push(t, 1.0, ids.len());
+        truth_all.push(ids);
+    }
+    let mut truth_scoped: Vec<Vec<Vec<i64>>> = Vec::new();
+    let mut exact_scoped: Vec<Samples> = Vec::new();
+    for (tag, _) in SCOPES {
+        let mut truths = Vec::new();
+        let mut s = Samples::default();
+        for q in &queries {
+            let (ids, t) = exact(&c, q, Some(tag)).await;
+            s.push(t, 1.0, ids.len());
+            truths.push(ids);
+        }
+        truth_scoped.push(truths);
+        exact_scoped.push(s);
+    }
+
+    // pgvector's defaults, and custom plans so that raw filtered queries get
+    // the plan pgvector's docs describe (a generic plan cannot see the tag).
+    c.batch_execute("SET hnsw.iterative_scan = off; SET hnsw.ef_search = 40; SET plan_cache_mode = force_custom_plan")
+        .await
+        .unwrap();
+    let raw_all = c
+        .prepare("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10")
+        .await
+        .unwrap();
+    let raw_scoped = c
+        .prepare("SELECT id FROM bench_raw WHERE tags @> ARRAY[$2] ORDER BY embedding <=> $1 LIMIT 10")
+        .await
+        .unwrap();
+    let engram = c
+        .prepare(
+            "SELECT content FROM engram.search(owner => 'bench', query_embedding => $1, k => 10, tags_all => ARRAY[$2])",
+        )
+        .await
+        .unwrap();
+    let engram_ids = |rows: Vec<tokio_postgres::Row>| -> Vec<i64> {
+        rows.iter()
+            .map(|r| r.get::<_, String>(0).trim_start_matches("memory ").parse().unwrap())
+            .collect()
+    };
+
+    progress("warming caches");
+    for q in queries.iter().take(50) {
+        ids_raw(&c, &raw_all, q, None).await;
+        for (tag, _) in SCOPES {
+            c.query(&engram, &[q, &tag]).await.unwrap();
+            ids_raw(&c, &raw_scoped, q, Some(tag)).await;
+        }
+    }
+
+    progress("measuring search");
+    let mut table = Vec::new();
+    let mut raw = Samples::default();
+    for (q, truth) in queries.iter().zip(&truth_all) {
+        let (ids, t) = ids_raw(&c, &raw_all, q, None).await;
+        raw.push(t, recall(&ids, truth), ids.len());
+    }
+    let baseline = raw.p50();
+    table.push(Row {
+        name: "raw pgvector HNSW, no filter".into(),
+        samples: raw,
+    });
+    table.push(Row {
+        name: "exact scan, no filter".into(),
+        samples: exact_all,
+    });
+    for (i, (tag, label)) in SCOPES.iter().enumerate() {
+        let truths = &truth_scoped[i];
+        for (mode, setting) in [("iterative off", "off"), ("iterative relaxed_order", "relaxed_order")] {
+            c.batch_execute(&format!("SET hnsw.iterative_scan = {setting}"))
+                .await
+                .unwrap();
+            let mut s = Samples::default();
+            for (q, truth) in queries.iter().zip(truths) {
+                let (ids, t) = ids_raw(&c, &raw_scoped, q, Some(tag)).await;
+                s.push(t, recall(&ids, truth), ids.len());
+            }
+            table.push(Row {
+                name: format!("raw pgvector, scope {label} as WHERE, {mode}"),
+                samples: s,
+            });
+        }
+        c.batch_execute("SET hnsw.iterative_scan = off").await.unwrap();
+        table.push(Row {
+            name: format!("exact scan, scope {label}"),
+            samples: std::mem::take(&mut exact_scoped[i]),
+        });
+        let mut s = Samples::default();
+        for (q, truth) in queries.iter().zip(truths) {
+            let t = Instant::now();
+            let rows = c.query(&engram, &[q, tag]).await.unwrap();
+            let el = t.elapsed();
+            let ids = engram_ids(rows);
+            s.push(el, recall(&ids, truth), ids.len());
+        }
+        table.push(Row {
+            name: format!("**engram.search, scope {label}**"),
+            samples: s,
+        });
+    }
+
+    progress("measuring writes");
+    let mut wmix = Mixture::new(99, a.dims, a.centroids, a.sigma);
+    let write_vecs: Vec<Vector> = (0..a.writes).map(|_| Vector::from(wmix.sample())).collect();
+    let ins = c
+        .prepare("INSERT INTO bench_raw (id, tags, embedding) VALUES ($1, '{}', $2)")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    for (i, v) in write_vecs.iter().enumerate() {
+        c.execute(&ins, &[&(10_000_000i64 + i as i64), v]).await.unwrap();
+    }
+    let raw_rate = a.writes as f64 / t.elapsed().as_secs_f64();
+    let rem = c
+        .prepare("SELECT status FROM engram.remember(owner => 'bench', content => $1, embedding => $2)")
+        .await
+        .unwrap();
+    let run_id = std::process::id();
+    let mut statuses = std::collections::BTreeMap::new();
+    let t = Instant::now();
+    for (i, v) in write_vecs.iter().enumerate() {
+        let content = format!("bench write {run_id}-{i}");
+        let s: String = c.query_one(&rem, &[&content, v]).await.unwrap().get(0);
+        *statuses.entry(s).or_insert(0) += 1;
+    }
+    let engram_rate = a.writes as f64 / t.elapsed().as_secs_f64();
+    // leave the data as loaded for --reuse
+    c.batch_execute(
+        "DELETE FROM bench_raw WHERE id >= 10000000; DELETE FROM engram.memories WHERE content LIKE 'bench write %'",
+    )
+    .await
+    .unwrap();
+
+    println!();
+    println!(
+        "## engram-bench: {} × {} (Gaussian mixture, {} centroids, σ={}), {} queries, k={K}, pgvector {version}",
+        a.rows, a.dims, a.centroids, a.sigma, a.queries
+    );
+    println!();
+    print_search_table(&table, baseline);
+    println!();
+    println!("| write path | ops/s | ratio to raw INSERT |");
+    println!("|---|---:|---:|");
+    println!("| raw INSERT (HNSW maintained) | {raw_rate:.0} | 1.00x |");
+    println!(
+        "| **engram.remember** (duplicate + conflict check, audit) | {engram_rate:.0} | {:.2}x |",
+        engram_rate / raw_rate
+    );
+    println!();
+    println!("remember outcomes: {statuses:?}");
+}

@@ -46,11 +46,19 @@ LANGUAGE sql STABLE AS $fn$
     WHERE a.attrelid = 'engram.memories'::regclass AND a.attname = 'embedding'
 $fn$;
 
+-- pgvector already refuses NaN and infinity in every vector it builds; the
+-- dimension and the zero vector are checked here with its C functions, and
+-- the Rust validator runs only to raise the precise error.
 CREATE FUNCTION engram._check_vector(p_vec vector, p_argument text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_dims integer;
 BEGIN
     IF p_vec IS NOT NULL THEN
-        PERFORM engram._check_embedding(p_vec::real[], engram._dims(), p_argument);
+        v_dims := engram._dims();
+        IF vector_dims(p_vec) <> v_dims OR vector_norm(p_vec) = 0 THEN
+            PERFORM engram._check_embedding(p_vec::real[], v_dims, p_argument);
+        END IF;
     END IF;
 END
 $fn$;
@@ -145,48 +153,83 @@ END
 $fn$;
 
 -- The p_n nearest memories to p_query (cosine distance) among those matching
--- the filters, in exact distance order. The planner chooses between the HNSW
--- index (broad scopes; pgvector 0.8 iterative scans keep going until enough
--- rows pass the filters) and a bitmap scan on the owner/tag indexes followed
--- by an exact sort (narrow scopes). Custom plans let it see the real filter
--- values; the index path over-fetches and re-sorts for recall. See
--- docs/ARCHITECTURE.md, "Search plans".
+-- the filters, in exact distance order. pgvector applies filters after the
+-- HNSW walk, so the plan depends on how many rows the filters leave, which
+-- the planner estimates first:
+--   * a small scope (<= engram.exact_search_rows) is scanned exactly through
+--     the owner/tag indexes: recall 1, cost proportional to the scope;
+--   * a broader one walks the HNSW index with a pgvector 0.8 iterative scan,
+--     ef_search sized to 1.5 x fetch / selectivity (at least
+--     engram.hnsw_ef_search, at most 1000) so that one pass usually finds
+--     enough matching rows, over-fetching 2x and re-sorting for recall.
+-- See docs/ARCHITECTURE.md, "Search plans".
 CREATE FUNCTION engram._knn(
     p_owner text, p_query vector, p_n integer, p_statuses text[], p_internal_type text,
     p_kinds text[], p_tags_all text[], p_tags_any text[], p_session text,
     p_after timestamptz, p_before timestamptz)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql
-SET plan_cache_mode = force_custom_plan
+-- A realistic row estimate: with the default 1000 the planner joins the
+-- result to memories by a sequential scan instead of primary-key lookups.
+ROWS 30
 SET hnsw.iterative_scan = relaxed_order
-SET hnsw.ef_search = 100
+SET hnsw.ef_search = 40
 AS $fn$
 DECLARE
-    v_fetch integer := greatest(p_n * 4, 40);
+    -- The filters, written once for the estimate and both plans. Only
+    -- constant text is concatenated; every value is a bound parameter.
+    c_where CONSTANT text := '
+        WHERE m.owner = $2
+          AND m.status = ANY ($3)
+          AND (CASE WHEN $4::text IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = $4 END)
+          AND ($5::text[] IS NULL OR m.kind = ANY ($5))
+          AND ($6::text[] IS NULL OR m.tags @> $6)
+          AND ($7::text[] IS NULL OR m.tags && $7)
+          AND ($8::text IS NULL OR m.session_id = $8)
+          AND ($9::timestamptz IS NULL OR m.created_at >= $9)
+          AND ($10::timestamptz IS NULL OR m.created_at < $10)
+          AND m.embedding IS NOT NULL';
+    v_plan  json;
+    v_rows  float8;
+    v_total float8;
+    v_fetch integer := greatest(p_n * 2, 20);
 BEGIN
     IF p_query IS NULL THEN
         RETURN;
     END IF;
-    -- pgvector caps ef_search at 1000.
-    PERFORM set_config('hnsw.ef_search', least(greatest(engram._setting_hnsw_ef_search(), v_fetch), 1000)::text, true);
-    RETURN QUERY
-    WITH c AS MATERIALIZED (
-        SELECT m.id, m.embedding <=> p_query AS d
-        FROM engram.memories m
-        WHERE m.owner = p_owner
-          AND m.status = ANY (p_statuses)
-          AND (CASE WHEN p_internal_type IS NULL THEN m.internal_type IS NULL
-                    ELSE m.internal_type = p_internal_type END)
-          AND (p_kinds IS NULL OR m.kind = ANY (p_kinds))
-          AND (p_tags_all IS NULL OR m.tags @> p_tags_all)
-          AND (p_tags_any IS NULL OR m.tags && p_tags_any)
-          AND (p_session IS NULL OR m.session_id = p_session)
-          AND (p_after IS NULL OR m.created_at >= p_after)
-          AND (p_before IS NULL OR m.created_at < p_before)
-          AND m.embedding IS NOT NULL
-        ORDER BY m.embedding <=> p_query
-        LIMIT v_fetch)
-    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT p_n;
+    -- EXPLAIN plans with the actual values, so the estimate sees the tags' and
+    -- owner's frequencies from the column statistics.
+    EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
+        INTO v_plan
+        USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
+              p_session, p_after, p_before;
+    v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+    IF v_rows <= engram._setting_exact_search_rows() THEN
+        -- MATERIALIZED keeps the filter ahead of the distance sort, so the
+        -- HNSW index (which would drop rows) cannot be used.
+        RETURN QUERY EXECUTE
+            'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || ')
+             SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
+            USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
+                  p_session, p_after, p_before, p_n;
+        RETURN;
+    END IF;
+    SELECT greatest(c.reltuples, v_rows, 1) INTO v_total FROM pg_catalog.pg_class c
+    WHERE c.oid = 'engram.memories'::regclass;
+    -- One pass of ef_search candidates holds about `fetch` matching rows
+    -- when ef_search = fetch / selectivity (1.5x for the variance of the
+    -- filter); later iterations cost far more than a wider first pass.
+    -- pgvector's cost model sees ef_search too, so for a mid-sized scope the
+    -- planner may prefer the exact bitmap path: both are correct.
+    PERFORM set_config('hnsw.ef_search',
+        least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
+        true);
+    RETURN QUERY EXECUTE
+        'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || '
+             ORDER BY m.embedding <=> $1 LIMIT $12)
+         SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
+        USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
+              p_session, p_after, p_before, p_n, v_fetch;
 END
 $fn$;
 
@@ -197,6 +240,7 @@ CREATE FUNCTION engram._lexical(
     p_after timestamptz, p_before timestamptz)
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
+ROWS 30
 SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
@@ -257,7 +301,8 @@ BEGIN
         'staleness_weight', engram._setting_staleness_weight(),
         'trust_half_life_days', engram._setting_trust_half_life_days(),
         'stale_after_days', engram._setting_stale_after_days(),
-        'hnsw_ef_search', engram._setting_hnsw_ef_search());
+        'hnsw_ef_search', engram._setting_hnsw_ef_search(),
+        'exact_search_rows', engram._setting_exact_search_rows());
 END
 $fn$;
 
@@ -668,7 +713,7 @@ CREATE FUNCTION engram.search(
     include_archived boolean DEFAULT false)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
                score real, trust_score real, staleness_score real, created_at timestamptz)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_owner    text := engram._owner(search.owner);
     v_k        integer := engram._clamp_k(search.k);
@@ -693,15 +738,31 @@ BEGIN
     END IF;
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
     v_all := nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}');
-    -- Candidates per leg: more than k, so that trust and staleness can
-    -- reorder the top. Hybrid queries widen the vector pool so that a
-    -- lexical hit with a weak (but not absent) vector rank gets credit for
-    -- both lists instead of tying with vector-only rows.
-    v_pool := least(v_k * 3, 300);
+    -- Candidates per leg. Vector search ranks the k nearest by composite
+    -- score (trust and staleness reorder them, they do not pull in rows
+    -- outside the k nearest). Hybrid queries widen the vector pool so that
+    -- a lexical hit with a weak (but not absent) vector rank gets credit
+    -- for both lists instead of tying with vector-only rows.
+    v_pool := v_k;
     IF search.query_embedding IS NOT NULL AND v_text IS NOT NULL THEN
         v_pool := greatest(v_pool, 100);
     END IF;
 
+    IF v_text IS NULL THEN
+        -- Vector only: the k nearest, ranked by composite score.
+        SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
+                             engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                               m.staleness_score, v_weight),
+                             m.trust_score, m.staleness_score, m.created_at)::engram.search_hit
+                         ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                                    m.staleness_score, v_weight) DESC, m.id)
+        INTO v_hits
+        FROM engram._knn(v_owner, search.query_embedding, v_pool, v_statuses, search.internal_type,
+                         search.kinds, v_all, search.tags_any, search.session_id,
+                         search.created_after, search.created_before) k
+        JOIN engram.memories m ON m.id = k.id
+        WHERE 1 - k.distance >= coalesce(search.min_similarity, 0);
+    ELSE
     WITH vec AS (
         SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
         FROM engram._knn(v_owner, search.query_embedding, v_pool, v_statuses, search.internal_type,
@@ -733,7 +794,8 @@ BEGIN
                      ORDER BY engram.rank_score(s.relevance, s.trust_score, s.staleness_score, v_weight) DESC, s.id)
     INTO v_hits
     FROM scored s
-    WHERE s.sim IS NULL OR s.sim >= coalesce(search.min_similarity, 0) OR search.min_similarity IS NULL;
+    WHERE s.sim IS NULL OR s.sim >= coalesce(search.min_similarity, 0);
+    END IF;
 
     v_hits := v_hits[1:v_k];
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
@@ -1002,7 +1064,8 @@ END
 $fn$;
 
 -- Idempotent pg_cron jobs (by name): engram-expire and engram-rescore, and
--- engram-purge when purge_cron is given.
+-- engram-purge when purge_cron is given (removed when it is not). The same
+-- call twice leaves the same jobs.
 CREATE FUNCTION engram.schedule_maintenance(
     expire_cron text DEFAULT '*/5 * * * *',
     rescore_cron text DEFAULT '17 3 * * *',
@@ -1024,6 +1087,9 @@ BEGIN
     IF schedule_maintenance.purge_cron IS NOT NULL THEN
         PERFORM cron.schedule('engram-purge', schedule_maintenance.purge_cron,
             format('SELECT engram.purge(older_than => %L)', schedule_maintenance.purge_older_than::text));
+    ELSIF EXISTS (SELECT 1 FROM cron.job j WHERE j.jobname = 'engram-purge' AND j.username = current_user) THEN
+        -- The call states the whole schedule: no purge_cron, no purge job.
+        PERFORM cron.unschedule('engram-purge');
     END IF;
 END
 $fn$;

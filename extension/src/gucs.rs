@@ -14,8 +14,12 @@ static TRUST_HALF_LIFE_DAYS: GucSetting<f64> =
     GucSetting::<f64>::new(engram_core::scoring::DEFAULT_TRUST_HALF_LIFE_DAYS);
 /// Days without access after which a memory is fully stale.
 static STALE_AFTER_DAYS: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
-/// hnsw.ef_search used by engram's filtered index scans.
-static HNSW_EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(100);
+/// Smallest hnsw.ef_search of engram's index scans.
+static HNSW_EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
+/// Scopes estimated at no more rows than this are searched exactly. An
+/// exact scan costs about one heap page per row; 300 rows cost about as
+/// much as one HNSW pass at ef_search 40 (see docs/BENCHMARKS.md).
+static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
 static OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
@@ -62,11 +66,21 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"engram.hnsw_ef_search",
-        c"hnsw.ef_search for engram's filtered index scans.",
-        c"Higher values raise recall on large scopes at some latency. Default 100.",
+        c"Smallest hnsw.ef_search of engram's index scans.",
+        c"engram sizes ef_search to 1.5 x fetch / selectivity, at least this and at most 1000. Default 40.",
         &HNSW_EF_SEARCH,
         10,
         1000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"engram.exact_search_rows",
+        c"Scopes estimated at no more rows than this are searched exactly.",
+        c"Above it, search walks the HNSW index with a pgvector iterative scan. Default 300.",
+        &EXACT_SEARCH_ROWS,
+        0,
+        100_000_000,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -106,4 +120,9 @@ fn _setting_stale_after_days() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_hnsw_ef_search() -> i32 {
     HNSW_EF_SEARCH.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_exact_search_rows() -> i32 {
+    EXACT_SEARCH_ROWS.get()
 }

@@ -154,12 +154,14 @@ async fn schedule_maintenance_is_idempotent_with_pg_cron() {
         ]
     );
     // rescheduling replaces, never duplicates
-    c.execute(
-        "SELECT engram.schedule_maintenance(expire_cron => '* * * * *', purge_cron => '0 4 * * 0', purge_older_than => '30 days')",
-        &[],
-    )
-    .await
-    .unwrap();
+    for _ in 0..2 {
+        c.execute(
+            "SELECT engram.schedule_maintenance(expire_cron => '* * * * *', purge_cron => '0 4 * * 0', purge_older_than => '30 days')",
+            &[],
+        )
+        .await
+        .unwrap();
+    }
     let jobs: Vec<(String, String)> = c
         .query(
             "SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'engram-%' ORDER BY jobname",

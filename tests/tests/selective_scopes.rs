@@ -61,7 +61,9 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
     // Bulk load as the table owner (the API path is covered elsewhere), then
     // build the HNSW index once, as a DBA would for a bulk import; the dedup
     // key only has to be unique here.
-    c.batch_execute("DROP INDEX engram.memories_embedding_hnsw").await.unwrap();
+    c.batch_execute("DROP INDEX engram.memories_embedding_hnsw")
+        .await
+        .unwrap();
     c.execute(
         "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
          SELECT 'o', 'memory ' || n, sha256(n::text::bytea), sha256(n::text::bytea), t::text[], v::vector
