@@ -21,8 +21,10 @@ CREATE TABLE engram.memories (
     tags             text[] NOT NULL DEFAULT '{}',
     metadata         jsonb NOT NULL DEFAULT '{}',
     embedding        vector(384),
-    -- 'simple' keeps rare tokens (error codes, ticket ids) intact: no stemming.
-    content_tsv      tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, content)) STORED,
+    -- 'english': stemming and stopwords for prose; tokens such as error codes
+    -- and ticket ids (ERR-4521, OPS-99172) pass through intact. The query
+    -- side (engram._lexical) must use the same configuration.
+    content_tsv      tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
     author_type      text NOT NULL DEFAULT 'agent' CHECK (author_type IN ('human', 'agent', 'system')),
     importance       real NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
     status           text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived', 'expired')),

@@ -16,6 +16,9 @@ static TRUST_HALF_LIFE_DAYS: GucSetting<f64> =
 static STALE_AFTER_DAYS: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALE_AFTER_DAYS);
 /// Smallest hnsw.ef_search of engram's index scans.
 static HNSW_EF_SEARCH: GucSetting<i32> = GucSetting::<i32>::new(40);
+/// Scopes narrower than this share of the table are searched exactly:
+/// pgvector's filtered HNSW scans lose recall on them.
+static HNSW_MIN_SELECTIVITY: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 /// Scopes estimated at no more rows than this are searched exactly. An
 /// exact scan costs about one heap page per row; 300 rows cost about as
 /// much as one HNSW pass at ef_search 40 (see docs/BENCHMARKS.md).
@@ -74,6 +77,16 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_float_guc(
+        c"engram.hnsw_min_selectivity",
+        c"Scopes narrower than this share of all memories are searched exactly.",
+        c"Filtered HNSW scans lose recall on narrow scopes (0.88 at 5% in docs/BENCHMARKS.md). Default 0.2.",
+        &HNSW_MIN_SELECTIVITY,
+        0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"engram.exact_search_rows",
         c"Scopes estimated at no more rows than this are searched exactly.",
@@ -120,6 +133,11 @@ fn _setting_stale_after_days() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_hnsw_ef_search() -> i32 {
     HNSW_EF_SEARCH.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_hnsw_min_selectivity() -> f64 {
+    HNSW_MIN_SELECTIVITY.get()
 }
 
 #[pg_extern(stable, parallel_safe)]

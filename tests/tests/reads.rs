@@ -89,6 +89,14 @@ async fn hybrid_search_finds_rare_token_the_embedding_misses() {
     )
     .await;
     assert_eq!(lexical, vec![code]);
+    // stored and query text share one configuration: inflections match
+    let drinks = create(c, "alice", "Alice drinks green tea", &[0.0, 1.0, 0.0, 0.0], "").await;
+    let got = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_text => 'what does she drink?')",
+    )
+    .await;
+    assert_eq!(got, vec![drinks]);
     let (state, _) = sqlstate(c.query("SELECT * FROM engram.search(owner => 'alice')", &[]).await);
     assert_eq!(state, "22004");
 }

@@ -1,0 +1,167 @@
+//! Every acknowledged write survives a crash of Postgres: remember in a burst,
+//! SIGKILL the postmaster in the middle of it, restart, and find every write
+//! that was acknowledged. Runs its own throwaway cluster (initdb as the
+//! postgres OS user) so that killing it disturbs no other test.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+fn as_postgres(args: &[&str]) -> std::process::Output {
+    Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .args(args)
+        .output()
+        .expect("runuser")
+}
+
+struct Cluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    fn data(&self) -> String {
+        self.dir.join("pgdata").display().to_string()
+    }
+
+    fn try_start(&self) -> bool {
+        let opts = format!("-p {} -k {} -c listen_addresses=''", self.port, self.dir.display());
+        let log = self.dir.join("log").display().to_string();
+        let pg_ctl = format!("{PG_BIN}/pg_ctl");
+        as_postgres(&[&pg_ctl, "-D", &self.data(), "-w", "-o", &opts, "-l", &log, "start"])
+            .status
+            .success()
+    }
+
+    fn postmaster_pid(&self) -> String {
+        let pid = std::fs::read_to_string(self.dir.join("pgdata/postmaster.pid")).expect("postmaster.pid");
+        pid.lines().next().unwrap().trim().to_string()
+    }
+
+    async fn connect(&self) -> tokio_postgres::Client {
+        let mut cfg = tokio_postgres::Config::new();
+        cfg.host_path(&self.dir)
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres");
+        let (client, conn) = cfg.connect(NoTls).await.expect("connect");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        client
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = as_postgres(&[
+            &format!("{PG_BIN}/pg_ctl"),
+            "-D",
+            &self.data(),
+            "-m",
+            "immediate",
+            "stop",
+        ]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn acknowledged_writes_survive_kill_9_of_postgres() {
+    let dir = PathBuf::from(std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test"))
+        .parent()
+        .unwrap()
+        .join(format!("crash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let owned = Command::new("chown")
+        .args(["postgres:postgres", &dir.display().to_string()])
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let cluster = Cluster { dir, port: 5499 };
+    let initdb = format!("{PG_BIN}/initdb");
+    let out = as_postgres(&[&initdb, "-D", &cluster.data(), "-U", "postgres", "--auth=trust"]);
+    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(cluster.try_start(), "postgres did not start");
+    let c = cluster.connect().await;
+    c.batch_execute("CREATE EXTENSION engram CASCADE; SELECT engram.configure(embedding_dims => 3)")
+        .await
+        .unwrap();
+
+    // A writer records each acknowledged remember; the postmaster dies mid-burst.
+    let writer = tokio::spawn(async move {
+        let mut acknowledged = Vec::new();
+        for i in 0..100_000 {
+            let r = c
+                .query_one(
+                    "SELECT id FROM engram.remember(owner => 'alice', content => $1, embedding => '[1,2,3]', kind => 'episodic')",
+                    &[&format!("event {i}")],
+                )
+                .await;
+            match r {
+                Ok(row) => acknowledged.push(row.get::<_, uuid::Uuid>(0)),
+                Err(_) => break,
+            }
+        }
+        acknowledged
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let killed = Command::new("kill")
+        .args(["-9", &cluster.postmaster_pid()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let acknowledged = tokio::time::timeout(Duration::from_secs(30), writer)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        acknowledged.len() > 10,
+        "the burst was under way ({} writes)",
+        acknowledged.len()
+    );
+
+    // Orphaned backends exit once they notice the postmaster is gone; until
+    // then a new postmaster refuses to start (shared memory still in use).
+    // postmaster.pid stays: its stale PID is how Postgres knows to recover.
+    let mut started = false;
+    for _ in 0..100 {
+        if cluster.try_start() {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(started, "postgres did not restart after the crash");
+    let c = cluster.connect().await;
+    let stored: i64 = c
+        .query_one(
+            "SELECT count(*) FROM engram.memories WHERE id = ANY($1)",
+            &[&acknowledged],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored as usize,
+        acknowledged.len(),
+        "acknowledged writes were lost in the crash"
+    );
+    let audited: i64 = c
+        .query_one(
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'remember' AND memory_id = ANY($1)",
+            &[&acknowledged],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        audited as usize,
+        acknowledged.len(),
+        "the audit log lost acknowledged writes"
+    );
+}
