@@ -152,6 +152,26 @@ BEGIN
 END
 $fn$;
 
+-- The WHERE clause every scoped read applies, as constant SQL text over
+-- numbered parameters: $2 owner, $3 statuses, $4 internal type, $5 kinds,
+-- $6 tags_all (scope included), $7 tags_any, $8 session, $9 created_after,
+-- $10 created_before. One text for the vector leg, the text leg and the
+-- planner estimate, so the scope can never differ between them. Values are
+-- always bound, never spliced in.
+CREATE FUNCTION engram._scope_filter() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT '
+        WHERE m.owner = $2
+          AND m.status = ANY ($3)
+          AND (CASE WHEN $4::text IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = $4 END)
+          AND ($5::text[] IS NULL OR m.kind = ANY ($5))
+          AND ($6::text[] IS NULL OR m.tags @> $6)
+          AND ($7::text[] IS NULL OR m.tags && $7)
+          AND ($8::text IS NULL OR m.session_id = $8)
+          AND ($9::timestamptz IS NULL OR m.created_at >= $9)
+          AND ($10::timestamptz IS NULL OR m.created_at < $10)'::text
+$fn$;
+
 -- The p_n nearest memories to p_query (cosine distance) among those matching
 -- the filters, in exact distance order. pgvector applies filters after the
 -- HNSW walk, so the plan depends on how many rows the filters leave, which
@@ -179,19 +199,7 @@ SET hnsw.iterative_scan = relaxed_order
 SET hnsw.ef_search = 40
 AS $fn$
 DECLARE
-    -- The filters, written once for the estimate and both plans. Only
-    -- constant text is concatenated; every value is a bound parameter.
-    c_where CONSTANT text := '
-        WHERE m.owner = $2
-          AND m.status = ANY ($3)
-          AND (CASE WHEN $4::text IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = $4 END)
-          AND ($5::text[] IS NULL OR m.kind = ANY ($5))
-          AND ($6::text[] IS NULL OR m.tags @> $6)
-          AND ($7::text[] IS NULL OR m.tags && $7)
-          AND ($8::text IS NULL OR m.session_id = $8)
-          AND ($9::timestamptz IS NULL OR m.created_at >= $9)
-          AND ($10::timestamptz IS NULL OR m.created_at < $10)
-          AND m.embedding IS NOT NULL';
+    c_where CONSTANT text := engram._scope_filter() || ' AND m.embedding IS NOT NULL';
     v_plan  json;
     v_rows  float8;
     v_total float8;
@@ -245,7 +253,6 @@ CREATE FUNCTION engram._lexical(
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
 ROWS 30
-SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
     -- any term may match (OR): a long question still finds the one memory
@@ -255,22 +262,11 @@ BEGIN
     IF v_query IS NULL OR numnode(v_query) = 0 THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    SELECT m.id, ts_rank_cd(m.content_tsv, v_query, 32)
-    FROM engram.memories m
-    WHERE m.content_tsv @@ v_query
-      AND m.owner = p_owner
-      AND m.status = ANY (p_statuses)
-      AND (CASE WHEN p_internal_type IS NULL THEN m.internal_type IS NULL
-                ELSE m.internal_type = p_internal_type END)
-      AND (p_kinds IS NULL OR m.kind = ANY (p_kinds))
-      AND (p_tags_all IS NULL OR m.tags @> p_tags_all)
-      AND (p_tags_any IS NULL OR m.tags && p_tags_any)
-      AND (p_session IS NULL OR m.session_id = p_session)
-      AND (p_after IS NULL OR m.created_at >= p_after)
-      AND (p_before IS NULL OR m.created_at < p_before)
-    ORDER BY 2 DESC, m.id
-    LIMIT p_n;
+    RETURN QUERY EXECUTE
+        'SELECT m.id, ts_rank_cd(m.content_tsv, $1, 32) FROM engram.memories m'
+        || engram._scope_filter() || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
+        USING v_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
+              p_session, p_after, p_before, p_n;
 END
 $fn$;
 

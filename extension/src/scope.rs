@@ -4,6 +4,22 @@ use crate::errors::OrRaise;
 use engram_core::tags::{self, ScopeArgs};
 use pgrx::prelude::*;
 
+fn args<'a>(
+    internal_type: Option<&'a str>,
+    ghost_type: Option<&'a str>,
+    ghost_owner: Option<&'a str>,
+    ghost_space: Option<&'a str>,
+    ghost_group: Option<&'a str>,
+) -> ScopeArgs<'a> {
+    ScopeArgs {
+        internal_type,
+        ghost_type,
+        ghost_owner,
+        ghost_space,
+        ghost_group,
+    }
+}
+
 /// The tags that mark a ghost or agent memory (seed 000's table).
 #[pg_extern(immutable, parallel_safe)]
 fn internal_tags(
@@ -13,14 +29,7 @@ fn internal_tags(
     ghost_space: default!(Option<&str>, "NULL"),
     ghost_group: default!(Option<&str>, "NULL"),
 ) -> Vec<String> {
-    tags::internal_tags(&ScopeArgs {
-        internal_type,
-        ghost_type,
-        ghost_owner,
-        ghost_space,
-        ghost_group,
-    })
-    .or_raise()
+    tags::internal_tags(&args(internal_type, ghost_type, ghost_owner, ghost_space, ghost_group)).or_raise()
 }
 
 /// `internal_tags` minus `ghost`/`agent`: the tags every scoped read ANDs in.
@@ -32,14 +41,7 @@ fn scope_tags(
     ghost_space: default!(Option<&str>, "NULL"),
     ghost_group: default!(Option<&str>, "NULL"),
 ) -> Vec<String> {
-    tags::scope_tags(&ScopeArgs {
-        internal_type,
-        ghost_type,
-        ghost_owner,
-        ghost_space,
-        ghost_group,
-    })
-    .or_raise()
+    tags::scope_tags(&args(internal_type, ghost_type, ghost_owner, ghost_space, ghost_group)).or_raise()
 }
 
 /// The scope tags a tag set carries, sorted: a canonical scope key.

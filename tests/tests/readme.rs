@@ -14,39 +14,12 @@ fn readme_session() -> String {
     section[start..start + end].to_string()
 }
 
+/// Runs psql on `db` with `input` on standard input (so that meta-commands
+/// such as \gset work), stopping at the first error.
 fn psql(db: &str, input: &str) -> (bool, String) {
+    use std::io::Write;
     let host = std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test");
     let port = std::env::var("ENGRAM_TEST_PORT").expect("run through scripts/test");
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            &host,
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-c",
-            input,
-        ])
-        .output()
-        .expect("psql runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-#[test]
-fn readme_sql_session_runs_as_printed() {
-    let db = format!("readme_{}", std::process::id());
-    assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
-    assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
-    // -c cannot take psql meta-commands such as \gset: feed the block on stdin
-    let host = std::env::var("ENGRAM_TEST_HOST").unwrap();
-    let port = std::env::var("ENGRAM_TEST_PORT").unwrap();
     let mut child = Command::new("psql")
         .args([
             "-X",
@@ -59,23 +32,26 @@ fn readme_sql_session_runs_as_printed() {
             "-U",
             "postgres",
             "-d",
-            &db,
+            db,
         ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("psql runs");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(readme_session().as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the README session failed:\n{text}");
+    (out.status.success(), text)
+}
+
+#[test]
+fn readme_sql_session_runs_as_printed() {
+    let db = format!("readme_{}", std::process::id());
+    assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
+    assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
+    let (ok, text) = psql(&db, &readme_session());
+    assert!(ok, "the README session failed:\n{text}");
     for expected in [
         " created ",
         " duplicate ",
