@@ -401,3 +401,81 @@ async fn internal_tags_match_the_seed_table() {
         assert!(code == "22023" || code == "22004", "{bad}: {code}");
     }
 }
+
+#[tokio::test]
+async fn the_whole_api_works_under_the_restricted_role() {
+    let db = TestDb::new(4).await;
+    let alice = db.agent("alice").await;
+    let a = create(&alice, "alice", "alice likes tea", &[1.0, 0.0, 0.0, 0.0], "").await;
+    let b = create(&alice, "alice", "alice likes jazz", &[0.0, 1.0, 0.0, 0.0], "").await;
+    let rev: i32 = alice
+        .query_one(
+            "SELECT engram.update(id => $1, tags => '{taste}', reason => 'tagged')",
+            &[&a],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rev, 2);
+    alice
+        .query_one("SELECT engram.flag(id => $1, reason => 'unsure')", &[&b])
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(
+            &alice,
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', k => 1)"
+        )
+        .await,
+        vec![a]
+    );
+    assert_eq!(
+        ids(&alice, "SELECT id FROM engram.search(query_text => 'jazz')").await,
+        vec![b]
+    );
+    assert_eq!(ids(&alice, "SELECT id FROM engram.list()").await.len(), 2);
+    let n = alice
+        .query("SELECT * FROM engram.revisions(id => $1)", &[&a])
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(n, 2);
+    let merged: Uuid = alice
+        .query_one(
+            "SELECT engram.consolidate(ids => ARRAY[$1, $2]::uuid[], content => 'alice likes tea and jazz', embedding => '[1,1,0,0]')",
+            &[&a, &b],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let row = alice
+        .query_one("SELECT content, access_count FROM engram.recall(id => $1)", &[&merged])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "alice likes tea and jazz");
+    assert!(alice
+        .query_one("SELECT engram.forget(id => $1, hard => true)", &[&merged])
+        .await
+        .unwrap()
+        .get::<_, bool>(0));
+    assert_eq!(
+        alice
+            .query_one("SELECT engram.expire()", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        0
+    );
+    alice.query_one("SELECT engram.rescore()", &[]).await.unwrap();
+    let s: serde_json::Value = alice.query_one("SELECT engram.stats()", &[]).await.unwrap().get(0);
+    assert_eq!(s["by_status"]["archived"], 2);
+    // every audit row this role wrote is alice's, and there is one per write
+    let foreign = count(
+        &db,
+        "SELECT count(*) FROM engram.audit_log WHERE actor = 'engram_app' AND owner IS DISTINCT FROM 'alice'",
+    )
+    .await;
+    assert_eq!(foreign, 0);
+    let mine = count(&db, "SELECT count(*) FROM engram.audit_log WHERE actor = 'engram_app'").await;
+    assert_eq!(mine, 7, "remember ×2, update, flag, consolidate, forget, rescore");
+}
