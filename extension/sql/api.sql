@@ -1096,6 +1096,86 @@ END
 $fn$;
 
 ---------------------------------------------------------------------------
+-- identity (engram-mcp)
+---------------------------------------------------------------------------
+
+-- A new token for `owner`; the plaintext is returned once and stored hashed.
+-- Platform tokens may act for any user (X-User-Id) and set internal-context
+-- headers; user tokens act only for their owner.
+CREATE FUNCTION engram.create_token(owner text DEFAULT NULL, label text DEFAULT NULL, platform boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    -- two v4 UUIDs from pg_strong_random: 244 random bits
+    v_token text := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+BEGIN
+    IF create_token.owner IS NULL OR btrim(create_token.owner) = '' THEN
+        RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' (the collection the token acts for)'
+            USING ERRCODE = '22004';
+    END IF;
+    IF create_token.label IS NULL OR btrim(create_token.label) = '' THEN
+        RAISE EXCEPTION 'label is required; name the token, e.g. label => ''laptop agent'''
+            USING ERRCODE = '22004';
+    END IF;
+    INSERT INTO engram.tokens AS t (owner, label, platform, token_sha256)
+    VALUES (create_token.owner, create_token.label, coalesce(create_token.platform, false),
+            sha256(convert_to(v_token, 'UTF8')));
+    PERFORM engram._audit(create_token.owner, 'create_token', NULL,
+        jsonb_build_object('platform', coalesce(create_token.platform, false)));
+    RETURN v_token;
+END
+$fn$;
+
+-- The owner and platform flag of a valid, unrevoked token; no row otherwise.
+-- SECURITY DEFINER so that the restricted role can resolve tokens without
+-- reading the token table. last_used_at is refreshed at most once a minute,
+-- so authentication does not turn every request into a write.
+CREATE FUNCTION engram.authenticate(token text)
+RETURNS TABLE (owner text, platform boolean)
+LANGUAGE plpgsql SECURITY DEFINER AS $fn$
+DECLARE
+    r engram.tokens;
+BEGIN
+    SELECT t.* INTO r FROM engram.tokens t
+    WHERE t.token_sha256 = sha256(convert_to(coalesce(authenticate.token, ''), 'UTF8'))
+      AND t.revoked_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute')
+       AND NOT current_setting('transaction_read_only')::boolean THEN
+        UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
+    END IF;
+    RETURN QUERY SELECT r.owner, r.platform;
+END
+$fn$;
+
+-- Whether any usable token exists (engram-mcp refuses non-loopback listening
+-- without one).
+CREATE FUNCTION engram.has_tokens() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER AS $fn$
+    SELECT EXISTS (SELECT 1 FROM engram.tokens t WHERE t.revoked_at IS NULL)
+$fn$;
+
+CREATE FUNCTION engram.revoke_token(label text DEFAULT NULL, owner text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    UPDATE engram.tokens AS t SET revoked_at = now()
+    WHERE t.label = revoke_token.label AND t.owner = revoke_token.owner AND t.revoked_at IS NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$fn$;
+
+REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.authenticate(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.has_tokens() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION engram.authenticate(text), engram.has_tokens() TO engram_agent;
+
+---------------------------------------------------------------------------
 -- privileges and search_path
 ---------------------------------------------------------------------------
 

@@ -138,3 +138,19 @@ CREATE POLICY owner_isolation ON engram.memory_access TO engram_agent
 CREATE POLICY owner_isolation ON engram.audit_log TO engram_agent
     USING (owner = current_setting('engram.owner', true))
     WITH CHECK (owner = current_setting('engram.owner', true));
+
+-- API tokens for engram-mcp. Only a SHA-256 of each token is stored; the
+-- plaintext is returned once by engram.create_token. No role but the owner of
+-- the extension reads this table: engram.authenticate (SECURITY DEFINER)
+-- resolves a presented token for the restricted role.
+CREATE TABLE engram.tokens (
+    id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner        text NOT NULL CHECK (owner <> ''),
+    label        text NOT NULL CHECK (label <> ''),
+    platform     boolean NOT NULL DEFAULT false,
+    token_sha256 bytea NOT NULL UNIQUE,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    revoked_at   timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('engram.tokens', '');
