@@ -1,0 +1,80 @@
+//! Embedding providers for engram-mcp.
+//!
+//! * [`local::LocalEmbedder`]: all-MiniLM-L6-v2 run in pure Rust with candle,
+//!   fully offline (the default; 384 dimensions).
+//! * [`http::OpenAiEmbedder`] and [`http::OllamaEmbedder`]: OpenAI-compatible
+//!   `/v1/embeddings` and Ollama `/api/embed` over reqwest, with timeouts,
+//!   retries with backoff and batching.
+//! * [`cache::Cached`]: wraps any provider so the same content is embedded
+//!   once (keyed by its SHA-256).
+//!
+//! Embedding never runs inside Postgres: the adapter computes vectors and
+//! passes them to the extension's SQL functions.
+
+pub mod cache;
+pub mod http;
+pub mod local;
+
+use async_trait::async_trait;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedding model: {0}")]
+    Model(String),
+    #[error("embedding service at {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("embedding has {got} dimensions, expected {expected}")]
+    Dimensions { expected: usize, got: usize },
+}
+
+/// A source of sentence embeddings.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// A short description for logs and `/health` (e.g. `local:all-MiniLM-L6-v2`).
+    fn name(&self) -> String;
+    /// The dimension of every vector this provider returns.
+    fn dims(&self) -> usize;
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Checks that every vector has `expected` dimensions.
+pub fn check_dims(vectors: &[Vec<f32>], expected: usize) -> Result<(), EmbedError> {
+    match vectors.iter().find(|v| v.len() != expected) {
+        Some(v) => Err(EmbedError::Dimensions { expected, got: v.len() }),
+        None => Ok(()),
+    }
+}
+
+/// Cosine similarity of two vectors (1.0 for identical directions).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_basics() {
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 1.0]).abs() < 1e-6);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn dims_are_checked() {
+        assert!(check_dims(&[vec![0.0; 3]], 3).is_ok());
+        assert!(matches!(
+            check_dims(&[vec![0.0; 3], vec![0.0; 2]], 3),
+            Err(EmbedError::Dimensions { expected: 3, got: 2 })
+        ));
+    }
+}
