@@ -92,7 +92,8 @@ impl<E: Embedder> Embedder for Cached<E> {
             }
         }
         // a hit is a text served without embedding it (a repeat in the batch counts)
-        self.hits.fetch_add((texts.len() - todo.len()) as u64, Ordering::Relaxed);
+        self.hits
+            .fetch_add((texts.len() - todo.len()) as u64, Ordering::Relaxed);
         self.misses.fetch_add(todo.len() as u64, Ordering::Relaxed);
         if !todo.is_empty() {
             let batch: Vec<String> = todo.iter().map(|(_, t)| t.clone()).collect();

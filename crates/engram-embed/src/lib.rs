@@ -38,6 +38,20 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
+/// A boxed provider is a provider (the adapter picks one at start-up).
+#[async_trait]
+impl Embedder for Box<dyn Embedder> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn dims(&self) -> usize {
+        (**self).dims()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts).await
+    }
+}
+
 /// Checks that every vector has `expected` dimensions.
 pub fn check_dims(vectors: &[Vec<f32>], expected: usize) -> Result<(), EmbedError> {
     match vectors.iter().find(|v| v.len() != expected) {

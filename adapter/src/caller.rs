@@ -1,0 +1,197 @@
+//! Who is calling and in which scope: resolved from the HTTP headers of every
+//! request (never cached in an MCP session) by an axum middleware, stored in
+//! the request's extensions, and read by each tool from `http::request::Parts`.
+
+use crate::db::Db;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engram_core::tags::{self, ScopeArgs};
+use std::sync::Arc;
+
+/// The internal (ghost/agent) context of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Internal {
+    pub internal_type: String,
+    /// stamped on writes: `engram.internal_tags(...)`
+    pub tags: Vec<String>,
+    /// ANDed into every read: `engram.scope_tags(...)`
+    pub scope: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub owner: String,
+    /// `Ok(None)`: no X-Internal-Type. `Err`: headers present but incomplete
+    /// or unknown, reported as a tool error by the tools that need them.
+    pub internal: Result<Option<Internal>, String>,
+    pub session_id: Option<String>,
+}
+
+pub struct AuthState {
+    pub db: Db,
+    pub local_owner: String,
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+    match h.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim()).filter(|s| !s.is_empty()))
+            .map_err(|_| format!("header {name} is not valid text; send printable ASCII")),
+    }
+}
+
+/// The internal context from X-Internal-Type and X-Ghost-*.
+pub fn internal_from_headers(h: &HeaderMap) -> Result<Option<Internal>, String> {
+    let Some(internal_type) = header(h, "x-internal-type")? else {
+        for name in ["x-ghost-type", "x-ghost-owner", "x-ghost-space", "x-ghost-group"] {
+            if header(h, name)?.is_some() {
+                return Err(format!(
+                    "{name} was sent without X-Internal-Type; add X-Internal-Type: ghost"
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let args = ScopeArgs {
+        internal_type: Some(internal_type),
+        ghost_type: header(h, "x-ghost-type")?,
+        ghost_owner: header(h, "x-ghost-owner")?,
+        ghost_space: header(h, "x-ghost-space")?,
+        ghost_group: header(h, "x-ghost-group")?,
+    };
+    let describe = |e: engram_core::Error| format!("{} (check the X-Internal-Type and X-Ghost-* headers)", e.message);
+    Ok(Some(Internal {
+        internal_type: internal_type.to_string(),
+        tags: tags::internal_tags(&args).map_err(describe)?,
+        scope: tags::scope_tags(&args).map_err(describe)?,
+    }))
+}
+
+fn deny(status: StatusCode, message: &str) -> Response {
+    let mut r = (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut()
+            .insert("www-authenticate", http::HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+/// Authenticates the request and attaches a [`Caller`].
+///
+/// * `Authorization: Bearer <token>` maps to the token's owner. Platform
+///   tokens may act for a user (`X-User-Id`) and set internal headers; user
+///   tokens get 403 when they try.
+/// * Without a token: allowed only while no token exists at all (the server
+///   then listens on loopback only), as `--local-owner`.
+pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request, next: Next) -> Response {
+    let h = req.headers();
+    let bearer = match header(h, "authorization") {
+        Ok(v) => v
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim),
+        Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
+    };
+    let (owner, platform) = match bearer {
+        Some(token) => match state.db.authenticate(token).await {
+            Ok(Some(identity)) => identity,
+            Ok(None) => {
+                return deny(
+                    StatusCode::UNAUTHORIZED,
+                    "unknown or revoked token; create one with engram.create_token",
+                )
+            }
+            Err(e) => return deny(StatusCode::SERVICE_UNAVAILABLE, &format!("cannot check the token: {e}")),
+        },
+        None => match state.db.has_tokens().await {
+            Ok(false) => (state.local_owner.clone(), true),
+            Ok(true) => {
+                return deny(
+                    StatusCode::UNAUTHORIZED,
+                    "missing token; send Authorization: Bearer <token>",
+                )
+            }
+            Err(e) => return deny(StatusCode::SERVICE_UNAVAILABLE, &format!("cannot check tokens: {e}")),
+        },
+    };
+    let user = match header(h, "x-user-id") {
+        Ok(v) => v.map(str::to_string),
+        Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
+    };
+    let internal = internal_from_headers(h);
+    if !platform {
+        if user.is_some() {
+            return deny(
+                StatusCode::FORBIDDEN,
+                "X-User-Id needs a platform token; user tokens act only for their own owner",
+            );
+        }
+        if !matches!(internal, Ok(None)) {
+            return deny(
+                StatusCode::FORBIDDEN,
+                "X-Internal-Type and X-Ghost-* need a platform token",
+            );
+        }
+    }
+    let session_id = match header(h, "x-session-id").and_then(|s| match s {
+        Some(s) => Ok(Some(s)),
+        None => header(h, "x-conversation-session-id"),
+    }) {
+        Ok(v) => v.map(str::to_string),
+        Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
+    };
+    let caller = Caller {
+        owner: user.unwrap_or(owner),
+        internal,
+        session_id,
+    };
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, http::HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn no_internal_headers_means_no_internal_context() {
+        assert_eq!(internal_from_headers(&headers(&[])), Ok(None));
+    }
+
+    #[test]
+    fn user_ghost_headers_build_the_seed_tags() {
+        let i = internal_from_headers(&headers(&[
+            ("x-internal-type", "ghost"),
+            ("x-ghost-type", "user"),
+            ("x-ghost-owner", "alice"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(i.tags, vec!["ghost", "ghost_type:user", "ghost_owner:user:alice"]);
+        assert_eq!(i.scope, vec!["ghost_type:user", "ghost_owner:user:alice"]);
+    }
+
+    #[test]
+    fn incomplete_or_stray_headers_are_errors() {
+        assert!(internal_from_headers(&headers(&[("x-internal-type", "ghost")])).is_err());
+        assert!(internal_from_headers(&headers(&[("x-internal-type", "ghost"), ("x-ghost-type", "user")])).is_err());
+        assert!(internal_from_headers(&headers(&[("x-ghost-owner", "alice")])).is_err());
+        assert!(internal_from_headers(&headers(&[("x-internal-type", "wraith")])).is_err());
+        let agent = internal_from_headers(&headers(&[("x-internal-type", "agent")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(agent.tags, vec!["agent"]);
+        assert!(agent.scope.is_empty());
+    }
+}

@@ -1,0 +1,88 @@
+//! Command line and environment: every flag is also an ENGRAM_* variable.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "engram-mcp",
+    version,
+    about = "engram's MCP server (Streamable HTTP at /mcp)",
+    long_about = "engram-mcp authenticates MCP clients with bearer tokens from engram.create_token, maps \
+                  the X-Internal-Type / X-Ghost-* / X-Session-Id headers to a scope, embeds text (a built-in \
+                  offline model by default), and calls one engram SQL function per tool call, as the \
+                  restricted role engram_agent with engram.owner bound, so not even an adapter bug can \
+                  cross owners."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve MCP over Streamable HTTP (POST/GET/DELETE /mcp), plus GET /health and GET /metrics.
+    Serve(ServeArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EmbedderKind {
+    /// all-MiniLM-L6-v2 in-process (384 dimensions), no network
+    Local,
+    /// an OpenAI-compatible POST {url}/v1/embeddings
+    Openai,
+    /// Ollama's POST {url}/api/embed
+    Ollama,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: String,
+    /// Address to listen on. A non-loopback address requires at least one token (engram.create_token).
+    #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Embedding provider.
+    #[arg(long, env = "ENGRAM_EMBEDDER", value_enum, default_value_t = EmbedderKind::Local)]
+    pub embedder: EmbedderKind,
+    /// Base URL of the embedding service (openai, ollama), e.g. http://127.0.0.1:11434.
+    #[arg(long, env = "ENGRAM_EMBEDDER_URL")]
+    pub embedder_url: Option<String>,
+    /// Embedding model name for the service (openai, ollama).
+    #[arg(long, env = "ENGRAM_EMBEDDER_MODEL")]
+    pub embedder_model: Option<String>,
+    /// API key sent as a bearer token to the embedding service.
+    #[arg(long, env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
+    pub embedder_api_key: Option<String>,
+    /// Directory of the local model (config.json, model.safetensors, tokenizer.json).
+    #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
+    pub model_dir: PathBuf,
+    /// Host names accepted in the Host header (DNS-rebinding protection), comma separated.
+    #[arg(
+        long,
+        env = "ENGRAM_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,::1"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools).
+    #[arg(long, env = "ENGRAM_TOOLS", value_delimiter = ',', default_value = "core,internal")]
+    pub tools: Vec<String>,
+    /// Serve without MCP sessions: every POST is answered with plain JSON.
+    #[arg(long, env = "ENGRAM_STATELESS")]
+    pub stateless: bool,
+    /// Role the adapter switches to for every call (RLS binds it to engram.owner).
+    #[arg(long, env = "ENGRAM_DB_ROLE", default_value = "engram_agent")]
+    pub db_role: String,
+    /// Owner used by unauthenticated loopback requests while no token exists.
+    #[arg(long, env = "ENGRAM_LOCAL_OWNER", default_value = "local")]
+    pub local_owner: String,
+    /// Cosine similarity at which memory_remember reports a conflict (calibrated for the local model; see docs/MCP.md).
+    #[arg(long, env = "ENGRAM_CONFLICT_THRESHOLD")]
+    pub conflict_threshold: Option<f32>,
+    /// Maximum database connections.
+    #[arg(long, env = "ENGRAM_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+}

@@ -1,0 +1,200 @@
+//! engram-mcp: the MCP server in front of the engram extension.
+
+mod caller;
+mod config;
+mod db;
+mod metrics;
+mod tools;
+
+use anyhow::{bail, Context};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{middleware, Json, Router};
+use clap::Parser;
+use config::{Cli, Command, EmbedderKind, ServeArgs};
+use engram_embed::cache::Cached;
+use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
+use engram_embed::local::LocalEmbedder;
+use engram_embed::Embedder;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tools::{EngramServer, Shared};
+
+/// Texts whose embeddings the cache keeps (about 1.5 KiB each at 384 dimensions).
+const EMBED_CACHE_ENTRIES: usize = 10_000;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,engram_mcp=info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args).await,
+    }
+}
+
+fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
+    let service = |what: &str| -> anyhow::Result<(String, String)> {
+        let url = args
+            .embedder_url
+            .clone()
+            .with_context(|| format!("--embedder {what} needs --embedder-url"))?;
+        let model = args
+            .embedder_model
+            .clone()
+            .with_context(|| format!("--embedder {what} needs --embedder-model"))?;
+        Ok((url, model))
+    };
+    let options = HttpOptions {
+        api_key: args.embedder_api_key.clone(),
+        ..HttpOptions::default()
+    };
+    Ok(match args.embedder {
+        EmbedderKind::Local => Box::new(LocalEmbedder::load(&args.model_dir)?),
+        EmbedderKind::Openai => {
+            let (url, model) = service("openai")?;
+            Box::new(OpenAiEmbedder::new(&url, &model, dims, options)?)
+        }
+        EmbedderKind::Ollama => {
+            let (url, model) = service("ollama")?;
+            Box::new(OllamaEmbedder::new(&url, &model, dims, options)?)
+        }
+    })
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let db = db::Db::connect(&args.database_url, &args.db_role, args.pool_size)?;
+    let dims = db
+        .dims()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the engram database: {e}"))?;
+    let embedder = build_embedder(&args, dims as usize)?;
+    if embedder.dims() != dims as usize {
+        bail!(
+            "the embedder {} produces {} dimensions but the database stores {dims}; run \
+             SELECT engram.configure(embedding_dims => {}) while it holds no embeddings, or pick another model",
+            embedder.name(),
+            embedder.dims(),
+            embedder.dims()
+        );
+    }
+    // A check against a real embedding service at start-up, not at the first call.
+    let probe = embedder.embed(&["engram start-up check".to_string()]).await?;
+    engram_embed::check_dims(&probe, dims as usize)?;
+    if !args.listen.ip().is_loopback() && !db.has_tokens().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        bail!(
+            "refusing to listen on {} without tokens: anyone could read and write memories. Create one with \
+             SELECT engram.create_token(owner => '...', label => '...'), or listen on 127.0.0.1",
+            args.listen
+        );
+    }
+    let groups: Vec<&str> = args.tools.iter().map(|s| s.trim()).collect();
+    if let Some(bad) = groups.iter().find(|g| !["core", "internal"].contains(g)) {
+        bail!("unknown tool group '{bad}' in --tools; use core, internal or core,internal");
+    }
+    let shared = Arc::new(Shared {
+        db: db.clone(),
+        embedder: Cached::new(embedder, EMBED_CACHE_ENTRIES),
+        metrics: Default::default(),
+        core: groups.contains(&"core"),
+        internal: groups.contains(&"internal"),
+        conflict_threshold: args.conflict_threshold,
+    });
+
+    let cancel = CancellationToken::new();
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(args.allowed_hosts.clone())
+        .with_cancellation_token(cancel.child_token());
+    let factory = {
+        let shared = shared.clone();
+        move || Ok(EngramServer::new(shared.clone()))
+    };
+    let auth = Arc::new(caller::AuthState {
+        db: db.clone(),
+        local_owner: args.local_owner.clone(),
+    });
+    let mcp = if args.stateless {
+        config.legacy_session_mode = false;
+        config.json_response = true;
+        Router::new().nest_service(
+            "/mcp",
+            StreamableHttpService::new(factory, Arc::new(NeverSessionManager::default()), config),
+        )
+    } else {
+        config.legacy_session_mode = true;
+        Router::new().nest_service(
+            "/mcp",
+            StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config),
+        )
+    };
+    let app = mcp
+        .layer(middleware::from_fn_with_state(auth, caller::authenticate))
+        .merge(
+            Router::new()
+                .route("/health", get(health))
+                .route("/metrics", get(metrics))
+                .with_state(shared.clone()),
+        );
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(
+        listen = %args.listen,
+        embedder = %shared.embedder.name(),
+        dims,
+        stateless = args.stateless,
+        "engram-mcp serving MCP at http://{}/mcp",
+        args.listen
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutting down");
+            cancel.cancel();
+        })
+        .await?;
+    Ok(())
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let database = shared
+        .db
+        .ping()
+        .await
+        .map(|_| "ok".to_string())
+        .unwrap_or_else(|e| e.to_string());
+    let embedder = match shared.embedder.embed(&["engram health check".to_string()]).await {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let ok = database == "ok" && embedder == "ok";
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(serde_json::json!({
+            "status": if ok { "ok" } else { "degraded" },
+            "database": database,
+            "embedder": embedder,
+            "model": shared.embedder.name(),
+        })),
+    )
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    (
+        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(shared.embedder.stats(), shared.db.pool_status()),
+    )
+}
