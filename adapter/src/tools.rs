@@ -830,7 +830,7 @@ impl EngramServer {
 #[tool_handler(
     router = self.tool_router,
     name = "engram-mcp",
-    version = env!("CARGO_PKG_VERSION"),
+    version = "0.1.0", // a literal for the macro; a test keeps it equal to the crate version
     instructions = "engram: long-term memory. Search before you answer from memory; remember durable facts, events \
                     and procedures; update or flag memories that turn out wrong. Errors say how to recover."
 )]
@@ -876,6 +876,39 @@ mod tests {
             tags: vec![],
             score: 1.0,
             similarity: None,
+        }
+    }
+
+    #[test]
+    fn server_info_names_engram_and_its_version() {
+        let info = <EngramServer as ServerHandler>::get_info(&EngramServer {
+            shared: Arc::new(Shared {
+                db: Db::connect("host=/nonexistent user=x", "engram_agent", 1).unwrap(),
+                embedder: Cached::new(Box::new(Fixed) as Box<dyn Embedder>, 1),
+                metrics: Metrics::default(),
+                core: true,
+                internal: true,
+                conflict_threshold: None,
+            }),
+            tool_router: EngramServer::tool_router(),
+        });
+        let info = serde_json::to_value(info).unwrap();
+        assert_eq!(info["serverInfo"]["name"], "engram-mcp");
+        assert_eq!(info["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    }
+
+    struct Fixed;
+
+    #[async_trait::async_trait]
+    impl Embedder for Fixed {
+        fn name(&self) -> String {
+            "fixed".into()
+        }
+        fn dims(&self) -> usize {
+            1
+        }
+        async fn embed(&self, t: &[String]) -> Result<Vec<Vec<f32>>, engram_embed::EmbedError> {
+            Ok(t.iter().map(|_| vec![1.0]).collect())
         }
     }
 
