@@ -556,6 +556,8 @@ impl EngramServer {
     }
 }
 
+// Return types are spelled out (not ToolResult<T>): the #[tool] macro reads
+// them to publish each tool's outputSchema.
 #[tool_router(router = tool_router)]
 impl EngramServer {
     #[tool(
@@ -567,7 +569,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RememberArgs>,
-    ) -> ToolResult<RememberResult> {
+    ) -> Result<Json<RememberResult>, String> {
         self.run("memory_remember", async {
             self.remember_in(&caller(&parts)?, None, a).await
         })
@@ -582,7 +584,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<SearchArgs>,
-    ) -> ToolResult<SearchResult> {
+    ) -> Result<Json<SearchResult>, String> {
         self.run("memory_search", async {
             let results = self
                 .search_in(&caller(&parts)?, None, &a.query, a.limit, a.kinds, a.tags)
@@ -597,7 +599,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<IdArgs>,
-    ) -> ToolResult<RecallResult> {
+    ) -> Result<Json<RecallResult>, String> {
         self.run("memory_recall", async {
             Ok(RecallResult {
                 memory: self.recall_in(&caller(&parts)?, &a.id).await?,
@@ -611,7 +613,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<UpdateArgs>,
-    ) -> ToolResult<UpdateResult> {
+    ) -> Result<Json<UpdateResult>, String> {
         self.run("memory_update", async {
             self.update_in(&caller(&parts)?, None, a).await
         })
@@ -626,7 +628,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ForgetArgs>,
-    ) -> ToolResult<ForgetResult> {
+    ) -> Result<Json<ForgetResult>, String> {
         self.run("memory_forget", async {
             let c = caller(&parts)?;
             let uuid = parse_id(&a.id)?;
@@ -655,7 +657,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<FlagArgs>,
-    ) -> ToolResult<FlagResult> {
+    ) -> Result<Json<FlagResult>, String> {
         self.run("memory_flag", async {
             let c = caller(&parts)?;
             let uuid = parse_id(&a.id)?;
@@ -685,7 +687,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ListArgs>,
-    ) -> ToolResult<ListResult> {
+    ) -> Result<Json<ListResult>, String> {
         self.run("memory_list", async { self.list_in(&caller(&parts)?, None, a).await })
             .await
     }
@@ -697,7 +699,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ConsolidateArgs>,
-    ) -> ToolResult<IdResult> {
+    ) -> Result<Json<IdResult>, String> {
         self.run("memory_consolidate", async {
             let c = caller(&parts)?;
             let ids = parse_ids(&a.ids)?;
@@ -722,7 +724,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<CrystallizeArgs>,
-    ) -> ToolResult<IdResult> {
+    ) -> Result<Json<IdResult>, String> {
         self.run("memory_crystallize", async {
             let c = caller(&parts)?;
             let ids = parse_ids(&a.ids)?;
@@ -747,7 +749,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RememberArgs>,
-    ) -> ToolResult<RememberResult> {
+    ) -> Result<Json<RememberResult>, String> {
         self.run("memory_internal_create", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;
@@ -761,7 +763,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<UpdateArgs>,
-    ) -> ToolResult<UpdateResult> {
+    ) -> Result<Json<UpdateResult>, String> {
         self.run("memory_internal_update", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;
@@ -778,7 +780,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<SearchArgs>,
-    ) -> ToolResult<SearchResult> {
+    ) -> Result<Json<SearchResult>, String> {
         self.run("memory_internal_search", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;
@@ -796,7 +798,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<QueryArgs>,
-    ) -> ToolResult<QueryResult> {
+    ) -> Result<Json<QueryResult>, String> {
         self.run("memory_internal_query", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;
@@ -817,7 +819,7 @@ impl EngramServer {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ListArgs>,
-    ) -> ToolResult<ListResult> {
+    ) -> Result<Json<ListResult>, String> {
         self.run("memory_internal_search_by", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;

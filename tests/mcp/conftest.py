@@ -1,0 +1,104 @@
+"""Fixtures for the MCP tests: a fresh database in the test cluster, tokens,
+and engram-mcp processes (session mode and stateless JSON mode) started from
+the binary that scripts/test built. Clients are the real `mcp` SDK from PyPI."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+import uuid
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+HOST = os.environ["ENGRAM_TEST_HOST"]
+PORT = os.environ["ENGRAM_TEST_PORT"]
+BIN = os.environ["ENGRAM_MCP_BIN"]
+MODEL_DIR = os.environ["ENGRAM_MODEL_DIR"]
+
+
+def psql(db, sql):
+    out = subprocess.run(
+        ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", db, "-c", sql],
+        check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def database():
+    name = f"mcp_{uuid.uuid4().hex[:8]}"
+    psql("postgres", f"CREATE DATABASE {name}")
+    psql(name, "CREATE EXTENSION engram CASCADE")
+    yield name
+
+
+@pytest.fixture(scope="session")
+def tokens(database):
+    mint = lambda owner, platform: psql(
+        database, f"SELECT engram.create_token(owner => '{owner}', label => 'pytest', platform => {platform})")
+    return {"platform": mint("platform", "true"), "alice": mint("alice", "false"), "bob": mint("bob", "false")}
+
+
+def start(database, *extra):
+    port = free_port()
+    env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=postgres dbname={database}",
+               ENGRAM_LISTEN=f"127.0.0.1:{port}", ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")
+    proc = subprocess.Popen([BIN, "serve", *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        if proc.poll() is not None:
+            raise RuntimeError("engram-mcp exited: " + proc.stdout.read().decode())
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return proc, base
+        time.sleep(0.25)
+    proc.kill()
+    raise RuntimeError("engram-mcp did not become healthy")
+
+
+@pytest.fixture(scope="session")
+def server(database, tokens):
+    proc, base = start(database)
+    yield base
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def stateless_server(database, tokens):
+    proc, base = start(database, "--stateless")
+    yield base
+    proc.terminate()
+    proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(base, token, **headers):
+    hdrs = {"Authorization": f"Bearer {token}", **headers}
+    async with streamablehttp_client(base + "/mcp", headers=hdrs) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(session, tool, **args):
+    """Calls a tool; returns (structured result or error text, is_error)."""
+    r = await session.call_tool(tool, args)
+    if r.isError:
+        assert r.structuredContent is None, "error results carry no structuredContent"
+        return r.content[0].text, True
+    return r.structuredContent, False

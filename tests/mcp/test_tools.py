@@ -1,0 +1,170 @@
+"""Every tool through the Python mcp SDK over Streamable HTTP, with the local model."""
+
+import httpx
+import pytest
+
+from conftest import call, mcp_session
+
+pytestmark = pytest.mark.anyio
+
+CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "memory_forget", "memory_flag",
+        "memory_list", "memory_consolidate", "memory_crystallize"}
+INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal_search",
+            "memory_internal_query", "memory_internal_search_by"}
+
+
+async def test_tools_are_listed_per_request_headers(server, tokens):
+    async with mcp_session(server, tokens["platform"]) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert set(tools) == CORE
+        assert tools["memory_search"].annotations.readOnlyHint is True
+        assert tools["memory_forget"].annotations.destructiveHint is True
+        assert "content" in tools["memory_remember"].inputSchema["properties"]
+        assert tools["memory_remember"].inputSchema["properties"]["content"]["description"]
+        assert tools["memory_search"].outputSchema is not None
+    async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "agent"}) as s:
+        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL
+
+
+async def test_core_tools_end_to_end(server, tokens):
+    async with mcp_session(server, tokens["alice"]) as s:
+        r, err = await call(s, "memory_remember", content="Alice's favourite drink is green tea", tags=["drinks"])
+        assert not err and r["status"] == "created"
+        tea = r["id"]
+        r, _ = await call(s, "memory_remember", content="Alice's favourite drink is green tea", tags=["drinks"])
+        assert r == {"status": "duplicate", "id": tea, "conflicts": None}
+        # a paraphrase conflicts at the default threshold with the local model
+        r, _ = await call(s, "memory_remember", content="Green tea is the drink Alice likes best")
+        assert r["status"] == "conflict" and r["id"] is None
+        assert r["conflicts"][0]["id"] == tea
+        r, _ = await call(s, "memory_remember", content="Green tea is the drink Alice likes best", force=True)
+        assert r["status"] == "created"
+        forced = r["id"]
+        r, _ = await call(s, "memory_remember", content="The deploy failed with ERR-4521", kind="episodic")
+        event = r["id"]
+
+        r, _ = await call(s, "memory_search", query="what does alice like to drink?")
+        assert r["results"][0]["id"] in (tea, forced)
+        r, _ = await call(s, "memory_search", query="ERR-4521", limit=1)
+        assert r["results"][0]["id"] == event
+
+        r, _ = await call(s, "memory_recall", id=tea)
+        assert r["memory"]["content"] == "Alice's favourite drink is green tea"
+        assert r["memory"]["tags"] == ["drinks"] and r["memory"]["trust_score"] > 0
+
+        r, _ = await call(s, "memory_update", id=tea, content="Alice's favourite drink is oolong tea", reason="changed")
+        assert r == {"id": tea, "revision": 2}
+        r, _ = await call(s, "memory_flag", id=forced, reason="duplicate wording")
+        assert r["id"] == forced and r["trust_score"] < 0.5
+
+        r, _ = await call(s, "memory_list", limit=2)
+        assert len(r["memories"]) == 2 and r["next_cursor"]
+        r2, _ = await call(s, "memory_list", limit=2, cursor=r["next_cursor"])
+        assert {m["id"] for m in r2["memories"]}.isdisjoint({m["id"] for m in r["memories"]})
+
+        r, _ = await call(s, "memory_consolidate", ids=[tea, forced], content="Alice drinks oolong tea")
+        merged = r["id"]
+        r, _ = await call(s, "memory_recall", id=tea)
+        assert r["memory"]["status"] == "archived"
+        r, _ = await call(s, "memory_crystallize", ids=[event], name="debug-deploys", content="Check ERR codes in the deploy log")
+        skill = r["id"]
+        text, err = await call(s, "memory_update", id=skill, content="edit")
+        assert err and "read-only" in text
+        r, _ = await call(s, "memory_forget", id=merged)
+        assert r == {"id": merged, "forgotten": True}
+        r, _ = await call(s, "memory_forget", id=skill, hard=True)
+        assert r["forgotten"] is True
+
+
+async def test_errors_say_how_to_recover(server, tokens):
+    async with mcp_session(server, tokens["alice"]) as s:
+        text, err = await call(s, "memory_recall", id="0b8e1c34-0000-4000-8000-000000000000")
+        assert err and "not found" in text and "memory_search" in text
+        text, err = await call(s, "memory_recall", id="not-a-uuid")
+        assert err and "memory_search" in text
+        text, err = await call(s, "memory_remember", content="   ")
+        assert err and "empty" in text
+        text, err = await call(s, "memory_remember", content="x", kind="poem")
+        assert err and "semantic" in text
+        text, err = await call(s, "memory_list", order_by="id; drop table")
+        assert err and "order_by" in text
+        text, err = await call(s, "memory_internal_search", query="x")
+        assert err and "X-Internal-Type" in text
+    async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "ghost", "X-Ghost-Type": "user"}) as s:
+        text, err = await call(s, "memory_internal_search", query="x")
+        assert err and "ghost_owner" in text
+
+
+async def test_owners_never_see_each_other(server, tokens):
+    async with mcp_session(server, tokens["bob"]) as s:
+        r, _ = await call(s, "memory_remember", content="Bob's locker code is 4411")
+        bob = r["id"]
+    async with mcp_session(server, tokens["alice"]) as s:
+        r, _ = await call(s, "memory_search", query="locker code")
+        assert all(h["id"] != bob for h in r["results"])
+        text, err = await call(s, "memory_recall", id=bob)
+        assert err and "not found" in text
+
+
+async def test_ghost_isolation(server, tokens):
+    alice_ghost = {"X-User-Id": "dave", "X-Internal-Type": "ghost", "X-Ghost-Type": "user", "X-Ghost-Owner": "alice"}
+    carol_ghost = dict(alice_ghost, **{"X-Ghost-Owner": "carol"})
+    async with mcp_session(server, tokens["platform"], **alice_ghost) as s:
+        r, _ = await call(s, "memory_internal_create", content="Dave told alice's ghost he plays chess")
+        assert r["status"] == "created"
+        secret = r["id"]
+        r, _ = await call(s, "memory_internal_query", query="what game does dave play?")
+        assert r["results"][0]["id"] == secret and "chess" in r["context"]
+    async with mcp_session(server, tokens["platform"], **{"X-User-Id": "dave"}) as s:
+        r, _ = await call(s, "memory_remember", content="Dave likes chess openings")
+        normal = r["id"]
+    async with mcp_session(server, tokens["platform"], **carol_ghost) as s:
+        # carol's ghost sees neither alice's ghost memories nor normal ones,
+        # even when it filters by alice's scope tags
+        for tags in (None, ["ghost_owner:user:alice"]):
+            args = {"query": "chess"} if tags is None else {"query": "chess", "tags": tags}
+            r, _ = await call(s, "memory_internal_search", **args)
+            assert {h["id"] for h in r["results"]}.isdisjoint({secret, normal})
+        r, _ = await call(s, "memory_internal_search_by")
+        assert r["memories"] == []
+        # a similar write in carol's scope is no conflict with alice's
+        r, _ = await call(s, "memory_internal_create", content="Dave told alice's ghost he plays chess")
+        assert r["status"] == "created"
+    async with mcp_session(server, tokens["platform"], **{"X-User-Id": "dave"}) as s:
+        r, _ = await call(s, "memory_search", query="chess")
+        assert [h["id"] for h in r["results"]] == [normal], "core tools never see internal memories"
+
+
+async def test_token_rules(server, tokens):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    post = lambda **h: httpx.post(server + "/mcp", json=body, headers={**hdrs, **h}, timeout=10)
+    assert post().status_code == 401
+    assert post(Authorization="Bearer eg_unknown").status_code == 401
+    assert post(Authorization=f"Bearer {tokens['alice']}", **{"X-User-Id": "bob"}).status_code == 403
+    assert post(Authorization=f"Bearer {tokens['alice']}", **{"X-Internal-Type": "agent"}).status_code == 403
+    assert post(Authorization=f"Bearer {tokens['platform']}", **{"X-User-Id": "bob"}).status_code == 200
+    # the platform token acting for bob sees bob's memories
+    async with mcp_session(server, tokens["platform"], **{"X-User-Id": "bob"}) as s:
+        r, _ = await call(s, "memory_search", query="locker code")
+        assert any("4411" in h["content"] for h in r["results"])
+
+
+async def test_stateless_json_mode(stateless_server, tokens):
+    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {tokens['alice']}", "MCP-Protocol-Version": "2025-06-18"}
+    call_body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                 "params": {"name": "memory_search", "arguments": {"query": "green tea"}}}
+    r = httpx.post(stateless_server + "/mcp", json=call_body, headers=hdrs, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert "results" in r.json()["result"]["structuredContent"]
+
+
+async def test_health_and_metrics(server):
+    h = httpx.get(server + "/health").json()
+    assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2"}
+    m = httpx.get(server + "/metrics").text
+    assert 'engram_tool_calls_total{tool="memory_remember"}' in m
+    assert "engram_embed_cache_hits_total" in m and "engram_db_pool_connections" in m
