@@ -8,6 +8,7 @@
 //! same mixture. Ground truth is an exact scan with indexes disabled.
 
 mod data;
+mod mcp;
 mod stats;
 
 use clap::Parser;
@@ -47,6 +48,15 @@ struct Args {
     /// Keep data from an earlier run with the same --rows/--dims/--centroids/--sigma.
     #[arg(long)]
     reuse: bool,
+    /// engram-mcp binary for the MCP round-trip measurement.
+    #[arg(long, env = "ENGRAM_MCP_BIN", default_value = "target/release/engram-mcp")]
+    mcp_bin: std::path::PathBuf,
+    /// Local model directory for the embedder measurement.
+    #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
+    model_dir: std::path::PathBuf,
+    /// Skip the MCP and embedder measurements.
+    #[arg(long)]
+    no_mcp: bool,
 }
 
 const OWNER: &str = "bench";
@@ -397,4 +407,11 @@ async fn main() {
     );
     println!();
     println!("remember outcomes: {statuses:?}");
+    if !a.no_mcp && a.dims == 384 {
+        progress("measuring the MCP round trip and the local embedder");
+        println!();
+        mcp::recall_round_trip(&c, &a.dsn, &a.mcp_bin, &a.model_dir, OWNER, 500).await;
+        println!();
+        mcp::embedder_throughput(&a.model_dir);
+    }
 }

@@ -1,0 +1,149 @@
+//! The MCP round trip of memory_recall against the same SQL call, and the
+//! local embedder's throughput. engram-mcp is started here in stateless JSON
+//! mode on loopback, acting for the bench owner.
+
+use crate::stats::Samples;
+use engram_embed::local::LocalEmbedder;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_postgres::Client;
+
+const SENTENCE: &str = "The quarterly deployment of the payment service failed because the database migration \
+                        timed out after ten minutes";
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Prints the MCP vs SQL recall table.
+pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Path, owner: &str, n: usize) {
+    let port = free_port();
+    let child = Command::new(bin)
+        .args([
+            "serve",
+            "--stateless",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--local-owner",
+            owner,
+        ])
+        .env("ENGRAM_DATABASE_URL", dsn)
+        .env("ENGRAM_MODEL_DIR", model_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} ({e}); build it with cargo build --release -p engram-mcp",
+                bin.display()
+            )
+        });
+    let _server = Server(child);
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut healthy = false;
+    for _ in 0..240 {
+        if http
+            .get(format!("{base}/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(healthy, "engram-mcp did not become healthy");
+    let id: uuid::Uuid = c
+        .query_one("SELECT id FROM engram.memories WHERE owner = $1 LIMIT 1", &[&owner])
+        .await
+        .unwrap()
+        .get(0);
+    let sql = c
+        .prepare("SELECT * FROM engram.recall(owner => $1, id => $2)")
+        .await
+        .unwrap();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "memory_recall", "arguments": {"id": id.to_string()}}});
+    let post = || {
+        http.post(format!("{base}/mcp"))
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .json(&body)
+            .send()
+    };
+    for _ in 0..50 {
+        c.query(&sql, &[&owner, &id]).await.unwrap();
+        let r = post().await.unwrap();
+        assert!(r.status().is_success(), "memory_recall over MCP failed: {}", r.status());
+        r.text().await.unwrap();
+    }
+    let (mut direct, mut mcp) = (Samples::default(), Samples::default());
+    for _ in 0..n {
+        let t = Instant::now();
+        c.query(&sql, &[&owner, &id]).await.unwrap();
+        direct.push(t.elapsed(), 1.0, 1);
+        let t = Instant::now();
+        let text = post().await.unwrap().text().await.unwrap();
+        mcp.push(t.elapsed(), 1.0, 1);
+        assert!(text.contains("\"memory\""), "unexpected reply: {text}");
+    }
+    println!("| recall path | p50 ms | p95 ms |");
+    println!("|---|---:|---:|");
+    println!(
+        "| SQL `engram.recall` (prepared, Unix socket) | {:.3} | {:.3} |",
+        direct.p50(),
+        direct.p95()
+    );
+    println!(
+        "| **MCP `memory_recall`** (HTTP, stateless JSON, auth + role switch) | {:.3} | {:.3} |",
+        mcp.p50(),
+        mcp.p95()
+    );
+    println!("| difference | {:+.3} | |", mcp.p50() - direct.p50());
+}
+
+/// Prints the local embedder's throughput and latency.
+pub fn embedder_throughput(model_dir: &Path) {
+    let model = LocalEmbedder::load(model_dir).expect("local model (run scripts/setup)");
+    let one = vec![SENTENCE.to_string()];
+    for _ in 0..5 {
+        model.embed_blocking(&one).unwrap();
+    }
+    let mut single = Samples::default();
+    for _ in 0..100 {
+        let t = Instant::now();
+        model.embed_blocking(&one).unwrap();
+        single.push(t.elapsed(), 1.0, 1);
+    }
+    let batch: Vec<String> = (0..32).map(|i| format!("{SENTENCE} (case {i})")).collect();
+    model.embed_blocking(&batch).unwrap();
+    let rounds = 10;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        model.embed_blocking(&batch).unwrap();
+    }
+    let batch_rate = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
+    let single_rate = single.latencies.len() as f64 / single.latencies.iter().map(|d| d.as_secs_f64()).sum::<f64>();
+    println!("| local embedder (all-MiniLM-L6-v2, candle, CPU) | value |");
+    println!("|---|---:|");
+    println!("| p50 latency, one 20-word sentence | {:.2} ms |", single.p50());
+    println!("| throughput, one sentence per call | {single_rate:.0} sentences/s |");
+    println!("| throughput, batches of 32 | {batch_rate:.0} sentences/s |");
+}
