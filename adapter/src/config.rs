@@ -67,6 +67,15 @@ pub struct ServeArgs {
         default_value = "localhost,127.0.0.1,::1"
     )]
     pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in the Origin header (scheme://host[:port|:*]), comma separated. Requests
+    /// without an Origin (every non-browser client) always pass; "*" accepts any origin, "" none.
+    #[arg(
+        long,
+        env = "ENGRAM_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+    )]
+    pub allowed_origins: Vec<String>,
     /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools).
     #[arg(long, env = "ENGRAM_TOOLS", value_delimiter = ',', default_value = "core,internal")]
     pub tools: Vec<String>,
@@ -85,4 +94,71 @@ pub struct ServeArgs {
     /// Maximum database connections.
     #[arg(long, env = "ENGRAM_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+}
+
+/// What `--allowed-origins` asks for, checked at start-up so that a typo is an
+/// error rather than an entry rmcp would silently ignore.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OriginPolicy {
+    /// `*`: no Origin validation (the Host check still applies).
+    Any,
+    /// Only these origins; an empty list rejects every request that carries an Origin.
+    Only(Vec<String>),
+}
+
+pub fn origin_policy(values: &[String]) -> anyhow::Result<OriginPolicy> {
+    let values: Vec<&str> = values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()).collect();
+    if values == ["*"] {
+        return Ok(OriginPolicy::Any);
+    }
+    for v in &values {
+        // `:*` (any port) is rmcp's syntax, not a URI; check the rest.
+        let base = v.strip_suffix(":*").unwrap_or(v);
+        let uri: axum::http::Uri = base
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--allowed-origins: '{v}' is not an origin; write scheme://host[:port|:*]"))?;
+        let bare = uri.path() == "/" && !base.ends_with('/') && uri.query().is_none();
+        if uri.scheme().is_none() || uri.host().is_none() || !bare {
+            anyhow::bail!(
+                "--allowed-origins: '{v}' is not an origin; write scheme://host[:port|:*] without a path, \
+                 e.g. http://localhost:6274, or '*' for any origin"
+            );
+        }
+    }
+    Ok(OriginPolicy::Only(values.into_iter().map(String::from).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn origins_default_and_any() {
+        let default = strings(&["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]);
+        assert_eq!(origin_policy(&default).unwrap(), OriginPolicy::Only(default.clone()));
+        assert_eq!(origin_policy(&strings(&["*"])).unwrap(), OriginPolicy::Any);
+        assert_eq!(origin_policy(&strings(&[""])).unwrap(), OriginPolicy::Only(vec![]));
+        assert_eq!(
+            origin_policy(&strings(&[" https://app.example.com:443 "])).unwrap(),
+            OriginPolicy::Only(strings(&["https://app.example.com:443"]))
+        );
+    }
+
+    #[test]
+    fn origins_that_are_not_origins_are_refused() {
+        let bad: [&[&str]; 5] = [
+            &["localhost:8080"],
+            &["app.example.com"],
+            &["https://app.example.com/path"],
+            &["http://"],
+            &["*", "http://localhost:3000"], // "*" means any origin, so it stands alone
+        ];
+        for values in bad {
+            assert!(origin_policy(&strings(values)).is_err(), "{values:?} should be refused");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 use clap::Parser;
-use config::{Cli, Command, EmbedderKind, ServeArgs};
+use config::{Cli, Command, EmbedderKind, OriginPolicy, ServeArgs};
 use engram_embed::cache::Cached;
 use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
 use engram_embed::local::LocalEmbedder;
@@ -70,6 +70,12 @@ fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embed
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Flags first: a typo should not wait for the model to load.
+    let origins = config::origin_policy(&args.allowed_origins)?;
+    let groups: Vec<&str> = args.tools.iter().map(|s| s.trim()).collect();
+    if let Some(bad) = groups.iter().find(|g| !["core", "internal"].contains(g)) {
+        bail!("unknown tool group '{bad}' in --tools; use core, internal or core,internal");
+    }
     let db = db::Db::connect(&args.database_url, &args.db_role, args.pool_size)?;
     let dims = db
         .dims()
@@ -95,10 +101,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
-    let groups: Vec<&str> = args.tools.iter().map(|s| s.trim()).collect();
-    if let Some(bad) = groups.iter().find(|g| !["core", "internal"].contains(g)) {
-        bail!("unknown tool group '{bad}' in --tools; use core, internal or core,internal");
-    }
     let shared = Arc::new(Shared {
         db: db.clone(),
         embedder: Cached::new(embedder, EMBED_CACHE_ENTRIES),
@@ -112,6 +114,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(args.allowed_hosts.clone())
         .with_cancellation_token(cancel.child_token());
+    config = match origins {
+        OriginPolicy::Any => config.disable_allowed_origins(),
+        OriginPolicy::Only(origins) => config.with_allowed_origins(origins).enforce_origin_validation(),
+    };
     let factory = {
         let shared = shared.clone();
         move || Ok(EngramServer::new(shared.clone()))

@@ -38,12 +38,23 @@ def anyio_backend():
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def database():
+def new_database():
     name = f"mcp_{uuid.uuid4().hex[:8]}"
     psql("postgres", f"CREATE DATABASE {name}")
     psql(name, "CREATE EXTENSION engram CASCADE")
-    yield name
+    return name
+
+
+@pytest.fixture(scope="session")
+def database():
+    """A database with tokens (see `tokens`): every request must authenticate."""
+    return new_database()
+
+
+@pytest.fixture(scope="session")
+def open_database():
+    """A database without any token: loopback clients are served anonymously as the local owner."""
+    return new_database()
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +65,7 @@ def tokens(database):
 
 
 def start(database, *extra):
+    """Starts engram-mcp on a free loopback port; returns (process, base URL)."""
     port = free_port()
     env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=postgres dbname={database}",
                ENGRAM_LISTEN=f"127.0.0.1:{port}", ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")
