@@ -141,6 +141,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )
     };
     let app = mcp
+        .layer(middleware::map_response(session_deleted_is_no_content))
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
         .merge(
             Router::new()
@@ -162,12 +163,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
+            shutdown_signal().await;
             tracing::info!("shutting down");
             cancel.cancel();
         })
         .await?;
     Ok(())
+}
+
+/// Ctrl-C or SIGTERM (what `scripts/run --stop`, systemd and Kubernetes send).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// rmcp answers a session's DELETE with 202, which the MCP spec leaves open
+/// but the Python SDK logs as "Session termination failed: 202". The session
+/// is gone when rmcp answers, so 204 says the same thing in the form clients expect.
+async fn session_deleted_is_no_content(
+    method: axum::http::Method,
+    mut response: axum::response::Response,
+) -> axum::response::Response {
+    if method == axum::http::Method::DELETE && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

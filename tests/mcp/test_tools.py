@@ -168,3 +168,18 @@ async def test_health_and_metrics(server):
     m = httpx.get(server + "/metrics").text
     assert 'engram_tool_calls_total{tool="memory_remember"}' in m
     assert "engram_embed_cache_hits_total" in m and "engram_db_pool_connections" in m
+
+
+async def test_session_delete_ends_the_session(server, tokens):
+    """DELETE answers 204 (the SDK treats rmcp's 202 as a failure) and the session is gone after it."""
+    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {tokens['alice']}"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    with httpx.Client(base_url=server, headers=hdrs, timeout=10) as c:
+        sid = c.post("/mcp", json=init).headers["mcp-session-id"]
+        s = {"mcp-session-id": sid, "MCP-Protocol-Version": "2025-06-18"}
+        assert c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=s).status_code == 202
+        assert c.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=s).status_code == 200
+        assert c.delete("/mcp", headers=s).status_code == 204
+        assert c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=s).status_code == 404
