@@ -10,7 +10,8 @@ use tokio_postgres::{NoTls, Row};
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
-    set_role: String,
+    /// The restricted role every tool call runs as.
+    role: String,
 }
 
 /// A failed database call: the SQLSTATE (when Postgres raised it) and message.
@@ -53,9 +54,9 @@ impl From<deadpool_postgres::PoolError> for DbError {
     }
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+/// Switches to the restricted role and binds the owner, both transaction-local.
+/// `set_config('role', ..)` is `SET LOCAL ROLE` with the name as a bound value.
+const BIND_CALLER: &str = "SELECT set_config('role', $1, true), set_config('engram.owner', $2, true)";
 
 impl Db {
     pub fn connect(url: &str, role: &str, max_size: usize) -> anyhow::Result<Db> {
@@ -70,7 +71,7 @@ impl Db {
         let pool = Pool::builder(manager).max_size(max_size).build()?;
         Ok(Db {
             pool,
-            set_role: format!("SET LOCAL ROLE {}", quote_ident(role)),
+            role: role.to_string(),
         })
     }
 
@@ -81,41 +82,59 @@ impl Db {
     }
 
     /// Runs `sql` as the restricted role with engram.owner = `owner`, in one transaction.
+    ///
+    /// One round trip: BEGIN, the role/owner binding, the call and COMMIT are
+    /// pipelined. tokio-postgres queues each request when its future is first
+    /// polled, so `join!` sends all four, in order, before awaiting any answer.
+    /// If the binding or the call fails, Postgres skips the rest of the
+    /// transaction and COMMIT rolls it back; rows are returned only when the
+    /// COMMIT succeeded, so an acknowledged write is a committed one. Should
+    /// the request be cancelled mid-way, the queued COMMIT still ends the
+    /// transaction before the connection serves anyone else.
+    /// Statements are prepared once per connection.
     pub async fn call(&self, owner: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.batch_execute(&self.set_role).await?;
-        tx.execute("SELECT set_config('engram.owner', $1, true)", &[&owner])
-            .await?;
-        let rows = tx.query(sql, params).await?;
-        tx.commit().await?;
+        let client = self.pool.get().await?;
+        let bind = client.prepare_cached(BIND_CALLER).await?;
+        let stmt = client.prepare_cached(sql).await?;
+        let caller: [&(dyn ToSql + Sync); 2] = [&self.role, &owner];
+        let (begun, bound, rows, committed) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&bind, &caller),
+            client.query(&stmt, params),
+            client.batch_execute("COMMIT"),
+        );
+        // The first error is the cause; later ones only report an aborted transaction.
+        begun?;
+        bound?;
+        let rows = rows?;
+        committed?;
         Ok(rows)
     }
 
-    async fn restricted(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.batch_execute(&self.set_role).await?;
-        let rows = tx.query(sql, params).await?;
-        tx.commit().await?;
-        Ok(rows)
+    /// One statement in autocommit, as the login role. Only for the token and
+    /// catalogue functions below: fixed SQL that reads no memories (the token
+    /// functions are SECURITY DEFINER and need no role switch).
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        Ok(client.query(&stmt, params).await?)
     }
 
     /// The owner and platform flag of a token, if it is valid.
     pub async fn authenticate(&self, token: &str) -> Result<Option<(String, bool)>, DbError> {
         let rows = self
-            .restricted("SELECT owner, platform FROM engram.authenticate($1)", &[&token])
+            .query("SELECT owner, platform FROM engram.authenticate($1)", &[&token])
             .await?;
         Ok(rows.first().map(|r| (r.get(0), r.get(1))))
     }
 
     pub async fn has_tokens(&self) -> Result<bool, DbError> {
-        Ok(self.restricted("SELECT engram.has_tokens()", &[]).await?[0].get(0))
+        Ok(self.query("SELECT engram.has_tokens()", &[]).await?[0].get(0))
     }
 
     /// The embedding dimension the database stores.
     pub async fn dims(&self) -> Result<i32, DbError> {
-        Ok(self.restricted("SELECT engram._dims()", &[]).await?[0].get(0))
+        Ok(self.query("SELECT engram._dims()", &[]).await?[0].get(0))
     }
 
     pub async fn ping(&self) -> Result<(), DbError> {

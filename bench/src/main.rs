@@ -55,8 +55,11 @@ struct Args {
     #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
     model_dir: std::path::PathBuf,
     /// Skip the MCP and embedder measurements.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "mcp_only")]
     no_mcp: bool,
+    /// Only the MCP and embedder measurements (loads the data first if it is not there).
+    #[arg(long)]
+    mcp_only: bool,
 }
 
 const OWNER: &str = "bench";
@@ -243,6 +246,9 @@ async fn main() {
     } else {
         progress(&format!("reusing loaded data ({})", fingerprint(&a)));
     }
+    if a.mcp_only {
+        return mcp_and_embedder(&c, &a).await;
+    }
 
     // Same centroids as the data (seed 42), other noise: queries come from
     // the same mixture but were never stored.
@@ -407,11 +413,19 @@ async fn main() {
     );
     println!();
     println!("remember outcomes: {statuses:?}");
-    if !a.no_mcp && a.dims == 384 {
-        progress("measuring the MCP round trip and the local embedder");
-        println!();
-        mcp::recall_round_trip(&c, &a.dsn, &a.mcp_bin, &a.model_dir, OWNER, 500).await;
-        println!();
-        mcp::embedder_throughput(&a.model_dir);
+    if !a.no_mcp {
+        mcp_and_embedder(&c, &a).await;
     }
+}
+
+async fn mcp_and_embedder(c: &Client, a: &Args) {
+    assert_eq!(
+        a.dims, 384,
+        "the MCP and embedder measurements use the local model: run them with --dims 384"
+    );
+    progress("measuring the MCP round trip and the local embedder");
+    println!();
+    mcp::recall_round_trip(c, &a.dsn, &a.mcp_bin, &a.model_dir, OWNER, 500).await;
+    println!();
+    mcp::embedder_throughput(&a.model_dir);
 }

@@ -91,8 +91,9 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
     for _ in 0..50 {
         c.query(&sql, &[&owner, &id]).await.unwrap();
         let r = post().await.unwrap();
-        assert!(r.status().is_success(), "memory_recall over MCP failed: {}", r.status());
-        r.text().await.unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert!(status.is_success(), "memory_recall over MCP failed: {status}: {text}");
     }
     let (mut direct, mut mcp) = (Samples::default(), Samples::default());
     for _ in 0..n {

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from conftest import call, mcp_session
+from conftest import call, mcp_session, psql, start
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +93,28 @@ async def test_errors_say_how_to_recover(server, tokens):
     async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "ghost", "X-Ghost-Type": "user"}) as s:
         text, err = await call(s, "memory_internal_search", query="x")
         assert err and "ghost_owner" in text
+
+
+async def test_failed_calls_leave_the_connection_clean(database, tokens):
+    """Each call pipelines BEGIN, role/owner binding, the call and COMMIT. With one
+    pooled connection, a failed call must roll back and leave it usable, and a
+    later success must be committed as that later caller, not the failed one."""
+    proc, base = start(database, "--pool-size", "1")
+    try:
+        async with mcp_session(base, tokens["alice"]) as s:
+            text, err = await call(s, "memory_recall", id="0b8e1c34-0000-4000-8000-000000000001")
+            assert err and "not found" in text
+            text, err = await call(s, "memory_update", id="0b8e1c34-0000-4000-8000-000000000001", content="x")
+            assert err
+        async with mcp_session(base, tokens["bob"]) as s:
+            r, err = await call(s, "memory_remember", content="Bob parks on level 3 after the failed calls")
+            assert not err and r["status"] == "created"
+            bob = r["id"]
+        assert psql(database, f"SELECT owner FROM engram.memories WHERE id = '{bob}'") == "bob"
+        assert psql(database, "SELECT count(*) FROM engram.memories WHERE content LIKE '%failed calls%'") == "1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 async def test_owners_never_see_each_other(server, tokens):
