@@ -57,6 +57,8 @@ impl From<deadpool_postgres::PoolError> for DbError {
 /// Switches to the restricted role and binds the owner, both transaction-local.
 /// `set_config('role', ..)` is `SET LOCAL ROLE` with the name as a bound value.
 const BIND_CALLER: &str = "SELECT set_config('role', $1, true), set_config('engram.owner', $2, true)";
+/// The role switch alone, for the token and catalogue functions (no owner).
+const BIND_ROLE: &str = "SELECT set_config('role', $1, true)";
 
 impl Db {
     pub fn connect(url: &str, role: &str, max_size: usize) -> anyhow::Result<Db> {
@@ -82,24 +84,38 @@ impl Db {
     }
 
     /// Runs `sql` as the restricted role with engram.owner = `owner`, in one transaction.
-    ///
-    /// One round trip: BEGIN, the role/owner binding, the call and COMMIT are
+    pub async fn call(&self, owner: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
+        self.pipelined(BIND_CALLER, &[&self.role, &owner], sql, params).await
+    }
+
+    /// Runs `sql` as the restricted role without an owner: the token and
+    /// catalogue functions below, which read no memories.
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
+        self.pipelined(BIND_ROLE, &[&self.role], sql, params).await
+    }
+
+    /// One round trip: BEGIN, the binding, the statement and COMMIT are
     /// pipelined. tokio-postgres queues each request when its future is first
     /// polled, so `join!` sends all four, in order, before awaiting any answer.
-    /// If the binding or the call fails, Postgres skips the rest of the
+    /// If the binding or the statement fails, Postgres skips the rest of the
     /// transaction and COMMIT rolls it back; rows are returned only when the
     /// COMMIT succeeded, so an acknowledged write is a committed one. Should
     /// the request be cancelled mid-way, the queued COMMIT still ends the
     /// transaction before the connection serves anyone else.
     /// Statements are prepared once per connection.
-    pub async fn call(&self, owner: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
+    async fn pipelined(
+        &self,
+        bind_sql: &str,
+        bind_params: &[&(dyn ToSql + Sync)],
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, DbError> {
         let client = self.pool.get().await?;
-        let bind = client.prepare_cached(BIND_CALLER).await?;
+        let bind = client.prepare_cached(bind_sql).await?;
         let stmt = client.prepare_cached(sql).await?;
-        let caller: [&(dyn ToSql + Sync); 2] = [&self.role, &owner];
         let (begun, bound, rows, committed) = tokio::join!(
             client.batch_execute("BEGIN"),
-            client.query(&bind, &caller),
+            client.query(&bind, bind_params),
             client.query(&stmt, params),
             client.batch_execute("COMMIT"),
         );
@@ -109,15 +125,6 @@ impl Db {
         let rows = rows?;
         committed?;
         Ok(rows)
-    }
-
-    /// One statement in autocommit, as the login role. Only for the token and
-    /// catalogue functions below: fixed SQL that reads no memories (the token
-    /// functions are SECURITY DEFINER and need no role switch).
-    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        let client = self.pool.get().await?;
-        let stmt = client.prepare_cached(sql).await?;
-        Ok(client.query(&stmt, params).await?)
     }
 
     /// The owner and platform flag of a token, if it is valid.
