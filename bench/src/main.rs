@@ -383,17 +383,18 @@ async fn main() {
     let mut statuses = std::collections::BTreeMap::new();
     // Both are bound by the commit's fsync, whose cost drifts on shared disks:
     // alternate blocks of 100 so that both paths see the same disk.
+    const BLOCK: usize = 100;
     let (mut raw_time, mut engram_time) = (Duration::ZERO, Duration::ZERO);
-    for (b, block) in write_vecs.chunks(100).enumerate() {
+    for (b, block) in write_vecs.chunks(BLOCK).enumerate() {
+        let numbers = b * BLOCK..;
         let t = Instant::now();
-        for (j, v) in block.iter().enumerate() {
-            let id = 10_000_000i64 + (b * 100 + j) as i64;
-            c.execute(&ins, &[&id, v]).await.unwrap();
+        for (i, v) in numbers.clone().zip(block) {
+            c.execute(&ins, &[&(10_000_000 + i as i64), v]).await.unwrap();
         }
         raw_time += t.elapsed();
         let t = Instant::now();
-        for (j, v) in block.iter().enumerate() {
-            let content = format!("bench write {run_id}-{}", b * 100 + j);
+        for (i, v) in numbers.zip(block) {
+            let content = format!("bench write {run_id}-{i}");
             let s: String = e.query_one(&rem, &[&content, v]).await.unwrap().get(0);
             *statuses.entry(s).or_insert(0) += 1;
         }

@@ -20,6 +20,13 @@ BIN = os.environ["ENGRAM_MCP_BIN"]
 MODEL_DIR = os.environ["ENGRAM_MODEL_DIR"]
 
 
+# Raw Streamable HTTP requests, for what the SDK hides (status codes, headers).
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "pytest", "version": "1"}}}
+
+
 def psql(db, sql):
     out = subprocess.run(
         ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", db, "-c", sql],
@@ -82,20 +89,27 @@ def start(database, *extra):
     raise RuntimeError("engram-mcp did not become healthy")
 
 
+@contextlib.contextmanager
+def serving(database, *extra):
+    """engram-mcp for the duration of a `with` block; yields the base URL."""
+    proc, base = start(database, *extra)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 @pytest.fixture(scope="session")
 def server(database, tokens):
-    proc, base = start(database)
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    with serving(database) as base:
+        yield base
 
 
 @pytest.fixture(scope="session")
 def stateless_server(database, tokens):
-    proc, base = start(database, "--stateless")
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    with serving(database, "--stateless") as base:
+        yield base
 
 
 @contextlib.asynccontextmanager

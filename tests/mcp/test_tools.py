@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from conftest import call, mcp_session, psql, start
+from conftest import INITIALIZE, JSON_HEADERS, call, mcp_session, psql, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -99,8 +99,7 @@ async def test_failed_calls_leave_the_connection_clean(database, tokens):
     """Each call pipelines BEGIN, role/owner binding, the call and COMMIT. With one
     pooled connection, a failed call must roll back and leave it usable, and a
     later success must be committed as that later caller, not the failed one."""
-    proc, base = start(database, "--pool-size", "1")
-    try:
+    with serving(database, "--pool-size", "1") as base:
         async with mcp_session(base, tokens["alice"]) as s:
             text, err = await call(s, "memory_recall", id="0b8e1c34-0000-4000-8000-000000000001")
             assert err and "not found" in text
@@ -112,9 +111,6 @@ async def test_failed_calls_leave_the_connection_clean(database, tokens):
             bob = r["id"]
         assert psql(database, f"SELECT owner FROM engram.memories WHERE id = '{bob}'") == "bob"
         assert psql(database, "SELECT count(*) FROM engram.memories WHERE content LIKE '%failed calls%'") == "1"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 async def test_owners_never_see_each_other(server, tokens):
@@ -158,10 +154,7 @@ async def test_ghost_isolation(server, tokens):
 
 
 async def test_token_rules(server, tokens):
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    post = lambda **h: httpx.post(server + "/mcp", json=body, headers={**hdrs, **h}, timeout=10)
+    post = lambda **h: httpx.post(server + "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, **h}, timeout=10)
     assert post().status_code == 401
     assert post(Authorization="Bearer eg_unknown").status_code == 401
     assert post(Authorization=f"Bearer {tokens['alice']}", **{"X-User-Id": "bob"}).status_code == 403
@@ -174,8 +167,7 @@ async def test_token_rules(server, tokens):
 
 
 async def test_stateless_json_mode(stateless_server, tokens):
-    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "Authorization": f"Bearer {tokens['alice']}", "MCP-Protocol-Version": "2025-06-18"}
+    hdrs = {**JSON_HEADERS, "Authorization": f"Bearer {tokens['alice']}", "MCP-Protocol-Version": "2025-06-18"}
     call_body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                  "params": {"name": "memory_search", "arguments": {"query": "green tea"}}}
     r = httpx.post(stateless_server + "/mcp", json=call_body, headers=hdrs, timeout=30)
@@ -194,12 +186,9 @@ async def test_health_and_metrics(server):
 
 async def test_session_delete_ends_the_session(server, tokens):
     """DELETE answers 204 (the SDK treats rmcp's 202 as a failure) and the session is gone after it."""
-    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "Authorization": f"Bearer {tokens['alice']}"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    hdrs = {**JSON_HEADERS, "Authorization": f"Bearer {tokens['alice']}"}
     with httpx.Client(base_url=server, headers=hdrs, timeout=10) as c:
-        sid = c.post("/mcp", json=init).headers["mcp-session-id"]
+        sid = c.post("/mcp", json=INITIALIZE).headers["mcp-session-id"]
         s = {"mcp-session-id": sid, "MCP-Protocol-Version": "2025-06-18"}
         assert c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=s).status_code == 202
         assert c.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=s).status_code == 200
