@@ -6,6 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export ENGRAM_HOME="${ENGRAM_HOME:-$ROOT/.engram}"
 export DEBIAN_FRONTEND=noninteractive
 export PATH="$HOME/.cargo/bin:$PATH"
+# cargo's build output lives outside the clone, so that a fresh clone (CI runs
+# one right after a session) reuses what the last build compiled.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/engram/target}"
 
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=/usr/bin/pg_config

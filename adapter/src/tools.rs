@@ -832,7 +832,7 @@ impl EngramServer {
 #[tool_handler(
     router = self.tool_router,
     name = "engram-mcp",
-    version = "0.1.0", // a literal for the macro; a test keeps it equal to the crate version
+    version = "0.2.0", // a literal for the macro; a test keeps it equal to the crate version
     instructions = "engram: long-term memory. Search before you answer from memory; remember durable facts, events \
                     and procedures; update or flag memories that turn out wrong. Errors say how to recover."
 )]

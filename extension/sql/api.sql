@@ -1,6 +1,9 @@
--- engram SQL API. Loaded last by CREATE EXTENSION (extension_sql_file!,
+-- engram SQL API: functions, result types, row-level security policies and
+-- privileges. Loaded last by CREATE EXTENSION (extension_sql_file!,
 -- finalize), after the Rust functions it calls (engram._check_*, scoring,
--- scopes). Conventions:
+-- scopes); an upgrade script drops the previous version's API and loads
+-- this file again through engram._install_api (see sql/README.md).
+-- Conventions:
 --   * every function takes named arguments; `owner` may be omitted when the
 --     session sets engram.owner (engram._owner resolves and enforces it);
 --   * columns are always qualified with a table alias, so plpgsql never
@@ -12,30 +15,74 @@
 -- helpers
 ---------------------------------------------------------------------------
 
--- The owner a call acts for. Under RLS (roles granted engram_agent) it is
--- always engram.owner, and naming another owner is refused.
+-- The owner a call acts for. A privileged caller (a superuser, or a role
+-- granted SET on engram.owner: a DBA) names any owner or defaults to
+-- engram.owner. Everyone else is restricted: bound by engram.bind(token) in
+-- the same transaction, acting only for the bound owner.
 CREATE FUNCTION engram._owner(p_owner text) RETURNS text
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
-    v_setting text := nullif(current_setting('engram.owner', true), '');
+    v_bound text := engram._bound_owner();
 BEGIN
-    IF row_security_active('engram.memories'::regclass) THEN
-        IF v_setting IS NULL THEN
-            RAISE EXCEPTION 'engram.owner is not set; run SET engram.owner = ''<owner>'' (or set_config(''engram.owner'', ..., true)) before calling engram functions as a restricted role'
+    IF engram._caller_privileged() THEN
+        p_owner := coalesce(p_owner, v_bound);
+        IF p_owner IS NULL OR p_owner = '' THEN
+            RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' or SET engram.owner = ''<owner>'''
+                USING ERRCODE = '22004';
+        END IF;
+        RETURN p_owner;
+    END IF;
+    IF v_bound IS NULL THEN
+        RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
+            USING ERRCODE = '42501';
+    END IF;
+    IF p_owner IS NOT NULL AND p_owner <> v_bound THEN
+        RAISE EXCEPTION 'owner ''%'' differs from the bound owner; a restricted role acts only for the owner its token binds (engram.bind)', p_owner
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN v_bound;
+END
+$fn$;
+
+-- What the internal context of the binding allows (SPEC 8.2), for a call on
+-- memories of p_internal_type carrying p_scope. A ghost conversation
+-- (engram.bind(..., internal_type => 'ghost', ...)) writes and reads only
+-- the accessor's ghost memories of that ghost, and sees the ghost owner's
+-- memories only through engram.ghost_*: never the accessor's own normal
+-- memories. An agent context never touches ghost memories.
+CREATE FUNCTION engram._check_context(p_internal_type text, p_scope text[], p_write boolean) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_ctx jsonb := engram._binding() -> 'internal';
+BEGIN
+    IF v_ctx IS NULL OR jsonb_typeof(v_ctx) <> 'object' THEN
+        RETURN;
+    END IF;
+    IF v_ctx ->> 'internal_type' = 'ghost' THEN
+        IF p_internal_type IS NULL AND p_write THEN
+            RAISE EXCEPTION 'a ghost conversation writes only through memory_internal_create (engram.remember with internal_type => ''ghost'' and the ghost''s tags)'
+                USING ERRCODE = '42501';
+        ELSIF p_internal_type IS NULL THEN
+            RAISE EXCEPTION 'a ghost conversation reads the ghost owner''s memories only through engram.ghost_search, engram.ghost_recall and engram.ghost_list (over MCP: memory_search, memory_recall, memory_list)'
+                USING ERRCODE = '42501';
+        ELSIF p_internal_type <> 'ghost'
+              OR NOT coalesce(p_scope, '{}') @> ARRAY(SELECT jsonb_array_elements_text(v_ctx -> 'scope')) THEN
+            RAISE EXCEPTION 'this transaction is bound to the ghost scope %; pass internal_type => ''ghost'' with those scope tags', v_ctx -> 'scope'
                 USING ERRCODE = '42501';
         END IF;
-        IF p_owner IS NOT NULL AND p_owner <> v_setting THEN
-            RAISE EXCEPTION 'owner ''%'' differs from engram.owner; a restricted role acts only for the owner in engram.owner', p_owner
-                USING ERRCODE = '42501';
-        END IF;
-        RETURN v_setting;
+    ELSIF p_internal_type = 'ghost' THEN
+        RAISE EXCEPTION 'an agent context cannot touch ghost memories; bind with internal_type => ''ghost'' for a ghost conversation'
+            USING ERRCODE = '42501';
     END IF;
-    p_owner := coalesce(p_owner, v_setting);
-    IF p_owner IS NULL OR p_owner = '' THEN
-        RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' or SET engram.owner = ''<owner>'''
-            USING ERRCODE = '22004';
-    END IF;
-    RETURN p_owner;
+END
+$fn$;
+
+-- _owner and _check_context in one call: the owner a memory call acts for.
+CREATE FUNCTION engram._caller(p_owner text, p_internal_type text, p_scope text[], p_write boolean) RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_context(p_internal_type, p_scope, p_write);
+    RETURN engram._owner(p_owner);
 END
 $fn$;
 
@@ -91,18 +138,22 @@ LANGUAGE sql AS $fn$
     SELECT pg_advisory_xact_lock(hashtextextended('engram.owner:' || p_owner, 0))
 $fn$;
 
+-- One audit row, naming the actor: the calling role and, when the
+-- transaction was bound by engram.bind, the token (id and label), the owner
+-- it acted for and the internal context.
 CREATE FUNCTION engram._audit(p_owner text, p_action text, p_memory uuid, p_details jsonb DEFAULT '{}')
 RETURNS void LANGUAGE sql AS $fn$
-    INSERT INTO engram.audit_log (owner, action, memory_id, details)
-    VALUES (p_owner, p_action, p_memory, coalesce(p_details, '{}'))
+    INSERT INTO engram.audit_log (owner, actor, action, memory_id, details, token_id, token_label, act_as, internal_context)
+    SELECT p_owner, engram._caller_role(), p_action, p_memory, coalesce(p_details, '{}'),
+           (b ->> 'token_id')::uuid, b ->> 'token_label', b ->> 'act_as', nullif(b -> 'internal', 'null')
+    FROM (SELECT engram._binding() AS b) binding
 $fn$;
 
--- The owner recorded on audit rows of database-wide jobs: NULL for a DBA,
--- the session's owner under RLS (whose rows are the only ones it touched).
+-- The owner a database-wide job (expire, rescore) is confined to: NULL
+-- (every owner) for a privileged caller, the bound owner otherwise.
 CREATE FUNCTION engram._job_owner() RETURNS text
 LANGUAGE sql STABLE AS $fn$
-    SELECT CASE WHEN row_security_active('engram.memories'::regclass)
-                THEN current_setting('engram.owner', true) END
+    SELECT CASE WHEN engram._caller_privileged() THEN NULL ELSE engram._owner(NULL) END
 $fn$;
 
 -- A memory by id, visible to the caller: same owner, same internal type
@@ -139,43 +190,87 @@ END
 $fn$;
 
 CREATE FUNCTION engram._require_writable(r engram.memories, p_action text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     IF r.source <> 'memory' THEN
         RAISE EXCEPTION 'memory % is a % and is read-only to %; remember a new memory instead (hard forget erases it)', r.id, r.source, p_action
             USING ERRCODE = '42501';
     END IF;
-    IF r.status <> 'active' THEN
-        RAISE EXCEPTION 'memory % is % and cannot be changed; remember a new memory instead', r.id, r.status
+    IF r.status <> 'active' OR r.expires_at <= now() THEN
+        RAISE EXCEPTION 'memory % is % and cannot be changed; remember a new memory instead', r.id,
+            CASE WHEN r.status = 'active' THEN 'expired' ELSE r.status END
             USING ERRCODE = '55000';
     END IF;
 END
 $fn$;
 
+CREATE FUNCTION engram._check_access_level(p_level smallint) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_level IS NULL OR p_level NOT BETWEEN 1 AND 5 THEN
+        RAISE EXCEPTION 'access_level % is out of range; pass 1 (anyone the ghost talks to) to 5 (only accessors trusted fully, the default)', coalesce(p_level::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- What a scoped read may return: one owner's memories (or, for the ghost
+-- of a space or group, the memories published there, of any owner), of
+-- some statuses and internal type, narrowed by the caller's filters.
+-- Built once per call (engram._read_scope) and passed to both search legs.
+CREATE TYPE engram.read_scope AS (
+    owner          text,         -- NULL only together with space or group_id
+    statuses       text[],
+    internal_type  text,         -- NULL: normal memories only
+    kinds          text[],
+    tags_all       text[],       -- the internal scope tags included
+    tags_any       text[],
+    session_id     text,
+    created_after  timestamptz,
+    created_before timestamptz,
+    max_level      smallint,     -- ghost reads: access_level at most this
+    space          text,         -- ghost reads: published to this space
+    group_id       text);        -- ghost reads: published to this group
+
 -- The WHERE clause every scoped read applies, as constant SQL text over
--- numbered parameters: $2 owner, $3 statuses, $4 internal type, $5 kinds,
--- $6 tags_all (scope included), $7 tags_any, $8 session, $9 created_after,
--- $10 created_before. One text for the vector leg, the text leg and the
--- planner estimate, so the scope can never differ between them. Values are
--- always bound, never spliced in.
+-- numbered parameters: the fields of engram.read_scope as $2..$10 and
+-- $13..$15 ($1 is the query, $11 and $12 the row counts). One text for the
+-- vector leg, the text leg and the planner estimate, so the scope can never
+-- differ between them. Values are always bound, never spliced in. An active
+-- memory past its expires_at is expired already, before engram.expire()
+-- marks it.
 CREATE FUNCTION engram._scope_filter() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT '
-        WHERE m.owner = $2
+        WHERE ($2::text IS NULL OR m.owner = $2)
           AND m.status = ANY ($3)
+          AND (m.status <> ''active'' OR m.expires_at IS NULL OR m.expires_at > now() OR ''expired'' = ANY ($3))
           AND (CASE WHEN $4::text IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = $4 END)
           AND ($5::text[] IS NULL OR m.kind = ANY ($5))
           AND ($6::text[] IS NULL OR m.tags @> $6)
           AND ($7::text[] IS NULL OR m.tags && $7)
           AND ($8::text IS NULL OR m.session_id = $8)
           AND ($9::timestamptz IS NULL OR m.created_at >= $9)
-          AND ($10::timestamptz IS NULL OR m.created_at < $10)'::text
+          AND ($10::timestamptz IS NULL OR m.created_at < $10)
+          AND ($13::smallint IS NULL OR m.access_level <= $13)
+          AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.space = $14))
+          AND ($15::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.group_id = $15))'::text
 $fn$;
 
--- The p_n nearest memories to p_query (cosine distance) among those matching
--- the filters, in exact distance order. pgvector applies filters after the
--- HNSW walk, so the plan depends on how many rows the filters leave, which
--- the planner estimates first:
+-- A read scope must name an owner or a publication target: never all owners.
+CREATE FUNCTION engram._check_scope(s engram.read_scope) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF s.owner IS NULL AND s.space IS NULL AND s.group_id IS NULL THEN
+        RAISE EXCEPTION 'internal error: a read scope without an owner' USING ERRCODE = 'XX000';
+    END IF;
+END
+$fn$;
+
+-- The p_n nearest memories to p_query (cosine distance) in scope s, in
+-- exact distance order. pgvector applies filters after the HNSW walk, so the
+-- plan depends on how many rows the filters leave, which the planner
+-- estimates first:
 --   * a small scope (<= engram.exact_search_rows rows) or a narrow one (under
 --     engram.hnsw_min_selectivity of the table) is scanned exactly through the
 --     owner/tag indexes: recall 1, cost proportional to the scope. Measured
@@ -186,10 +281,7 @@ $fn$;
 --     engram.hnsw_ef_search, at most 1000) so that one pass usually finds
 --     enough matching rows, over-fetching 2x and re-sorting for recall.
 -- See docs/ARCHITECTURE.md, "Search plans".
-CREATE FUNCTION engram._knn(
-    p_owner text, p_query vector, p_n integer, p_statuses text[], p_internal_type text,
-    p_kinds text[], p_tags_all text[], p_tags_any text[], p_session text,
-    p_after timestamptz, p_before timestamptz)
+CREATE FUNCTION engram._knn(s engram.read_scope, p_query vector, p_n integer)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql
 -- A realistic row estimate: with the default 1000 the planner joins the
@@ -208,12 +300,14 @@ BEGIN
     IF p_query IS NULL THEN
         RETURN;
     END IF;
+    PERFORM engram._check_scope(s);
     -- EXPLAIN plans with the actual values, so the estimate sees the tags' and
     -- owner's frequencies from the column statistics.
     EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
         INTO v_plan
-        USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
-              p_session, p_after, p_before;
+        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+              s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
+              s.max_level, s.space, s.group_id;
     v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
     SELECT greatest(c.reltuples, v_rows, 1) INTO v_total FROM pg_catalog.pg_class c
     WHERE c.oid = 'engram.memories'::regclass;
@@ -224,8 +318,9 @@ BEGIN
         RETURN QUERY EXECUTE
             'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || ')
              SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
-            USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
-                  p_session, p_after, p_before, p_n;
+            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                  s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
+                  s.max_level, s.space, s.group_id;
         RETURN;
     END IF;
     -- One pass of ef_search candidates holds about `fetch` matching rows
@@ -240,16 +335,14 @@ BEGIN
         'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || '
              ORDER BY m.embedding <=> $1 LIMIT $12)
          SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
-        USING p_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
-              p_session, p_after, p_before, p_n, v_fetch;
+        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+              s.session_id, s.created_after, s.created_before, p_n, v_fetch,
+              s.max_level, s.space, s.group_id;
 END
 $fn$;
 
 -- Full-text leg of search: matches of any query term, best ts_rank_cd first.
-CREATE FUNCTION engram._lexical(
-    p_owner text, p_text text, p_n integer, p_statuses text[], p_internal_type text,
-    p_kinds text[], p_tags_all text[], p_tags_any text[], p_session text,
-    p_after timestamptz, p_before timestamptz)
+CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer)
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
 ROWS 30
@@ -262,11 +355,13 @@ BEGIN
     IF v_query IS NULL OR numnode(v_query) = 0 THEN
         RETURN;
     END IF;
+    PERFORM engram._check_scope(s);
     RETURN QUERY EXECUTE
         'SELECT m.id, ts_rank_cd(m.content_tsv, $1, 32) FROM engram.memories m'
         || engram._scope_filter() || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
-        USING v_query, p_owner, p_statuses, p_internal_type, p_kinds, p_tags_all, p_tags_any,
-              p_session, p_after, p_before, p_n;
+        USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+              s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
+              s.max_level, s.space, s.group_id;
 END
 $fn$;
 
@@ -324,11 +419,13 @@ CREATE FUNCTION engram.remember(
     internal_type text DEFAULT NULL,
     session_id text DEFAULT NULL,
     force boolean DEFAULT false,
-    conflict_threshold real DEFAULT NULL)
+    conflict_threshold real DEFAULT NULL,
+    access_level smallint DEFAULT 5)
 RETURNS TABLE (status text, id uuid, conflicts jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner     text := engram._owner(remember.owner);
+    v_owner     text := engram._caller(remember.owner, remember.internal_type,
+                                       engram._scope_of(coalesce(remember.tags, '{}')), true);
     v_kind      text := coalesce(remember.kind, 'semantic');
     v_tags      text[] := coalesce(remember.tags, '{}');
     v_metadata  jsonb := coalesce(remember.metadata, '{}');
@@ -349,11 +446,16 @@ BEGIN
         RAISE EXCEPTION 'conflict_threshold % is out of range; pass a cosine similarity between 0 and 1', v_threshold
             USING ERRCODE = '22023';
     END IF;
+    PERFORM engram._check_access_level(remember.access_level);
 
     PERFORM engram._lock_owner(v_owner);
     v_scope := engram._scope_of(v_tags);
     v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
 
+    -- An identical memory past its expiry is expired already: mark it, so
+    -- that it neither counts as a duplicate nor blocks the new row.
+    UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.expires_at <= now();
     -- A retried call finds its own earlier write and creates nothing.
     SELECT m.id INTO v_id FROM engram.memories m
     WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
@@ -368,8 +470,9 @@ BEGIN
                                             'similarity', round((1 - k.distance)::numeric, 4))
                          ORDER BY k.distance)
         INTO v_conflicts
-        FROM engram._knn(v_owner, remember.embedding, 5, '{active}', remember.internal_type,
-                         '{semantic,procedural}', nullif(v_scope, '{}'), NULL, NULL, NULL, NULL) k
+        FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
+                             nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                         remember.embedding, 5) k
         JOIN engram.memories m ON m.id = k.id
         WHERE 1 - k.distance >= v_threshold;
         IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
@@ -384,13 +487,13 @@ BEGIN
 
     INSERT INTO engram.memories AS m
         (owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
-         author_type, importance, trust_score, session_id, expires_at)
+         author_type, importance, trust_score, session_id, expires_at, access_level)
     VALUES
         (v_owner, v_kind, remember.internal_type, remember.content,
          sha256(convert_to(remember.content, 'UTF8')), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
          engram._trust_of(remember.author_type, now(), 0, 0), remember.session_id,
-         now() + remember.ttl)
+         now() + remember.ttl, remember.access_level)
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
         jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
@@ -408,11 +511,12 @@ CREATE FUNCTION engram.update(
     reason text DEFAULT NULL,
     is_correction boolean DEFAULT true,
     internal_type text DEFAULT NULL,
-    scope_tags text[] DEFAULT NULL)
+    scope_tags text[] DEFAULT NULL,
+    access_level smallint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner   text := engram._owner(update.owner);
+    v_owner   text := engram._caller(update.owner, update.internal_type, update.scope_tags, true);
     r         engram.memories;
     v_content text;
     v_tags    text[];
@@ -423,9 +527,13 @@ BEGIN
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
     PERFORM engram._require_writable(r, 'update');
-    IF update.content IS NULL AND update.embedding IS NULL AND update.tags IS NULL AND update.metadata IS NULL THEN
-        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags or metadata'
+    IF update.content IS NULL AND update.embedding IS NULL AND update.tags IS NULL AND update.metadata IS NULL
+       AND update.access_level IS NULL THEN
+        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags, metadata or access_level'
             USING ERRCODE = '22023';
+    END IF;
+    IF update.access_level IS NOT NULL THEN
+        PERFORM engram._check_access_level(update.access_level);
     END IF;
     IF update.content IS NOT NULL THEN
         PERFORM engram._check_content(update.content);
@@ -453,9 +561,9 @@ BEGIN
     END IF;
 
     INSERT INTO engram.revisions AS v
-        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction)
+        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by)
     VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
-            update.reason, coalesce(update.is_correction, true));
+            update.reason, coalesce(update.is_correction, true), engram._caller_role());
 
     v_correct := r.correction_count + CASE WHEN coalesce(update.is_correction, true) THEN 1 ELSE 0 END;
     UPDATE engram.memories AS m SET
@@ -465,6 +573,7 @@ BEGIN
         embedding = coalesce(update.embedding, m.embedding),
         tags = v_tags,
         metadata = coalesce(update.metadata, m.metadata),
+        access_level = coalesce(update.access_level, m.access_level),
         revision = m.revision + 1,
         correction_count = v_correct,
         trust_score = engram._trust_of(m.author_type, m.created_at, v_correct, m.flag_count),
@@ -488,7 +597,7 @@ CREATE FUNCTION engram.forget(
 RETURNS boolean
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := engram._owner(forget.owner);
+    v_owner text := engram._caller(forget.owner, forget.internal_type, forget.scope_tags, true);
     r       engram.memories;
 BEGIN
     r := engram._locate(v_owner, forget.id, forget.internal_type, forget.scope_tags, true);
@@ -524,7 +633,7 @@ CREATE FUNCTION engram.flag(
 RETURNS real
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := engram._owner(flag.owner);
+    v_owner text := engram._caller(flag.owner, flag.internal_type, flag.scope_tags, true);
     r       engram.memories;
     v_trust real;
 BEGIN
@@ -578,7 +687,7 @@ CREATE FUNCTION engram.consolidate(
 RETURNS uuid
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner  text := engram._owner(consolidate.owner);
+    v_owner  text := engram._caller(consolidate.owner, consolidate.internal_type, consolidate.scope_tags, true);
     v_id     uuid := gen_random_uuid();
     v_src    engram.memories[];
     v_tags   text[];
@@ -634,7 +743,7 @@ CREATE FUNCTION engram.crystallize(
 RETURNS uuid
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := engram._owner(crystallize.owner);
+    v_owner text := engram._caller(crystallize.owner, crystallize.internal_type, crystallize.scope_tags, true);
     v_id    uuid := gen_random_uuid();
     v_tags  text[];
     v_src   engram.memories[];
@@ -697,6 +806,85 @@ BEGIN
 END
 $fn$;
 
+-- The k best memories of scope s for a query, best score first: the body of
+-- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
+-- text legs by rank; a row that the text leg found is kept whatever its
+-- cosine (min_similarity applies to vector-only rows), so a rare exact token
+-- is found even when the embeddings disagree.
+CREATE FUNCTION engram._search(
+    s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real)
+RETURNS engram.search_hit[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_k      integer := engram._clamp_k(p_k);
+    v_pool   integer;
+    v_weight real := engram._setting_staleness_weight();
+    v_text   text := nullif(btrim(p_text), '');
+    v_hits   engram.search_hit[];
+BEGIN
+    IF p_embedding IS NULL AND v_text IS NULL THEN
+        RAISE EXCEPTION 'search needs query_embedding, query_text or both'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_vector(p_embedding, 'query_embedding');
+    IF p_text IS NOT NULL AND octet_length(p_text) > 65536 THEN
+        RAISE EXCEPTION 'query_text is % bytes; the limit is 65536', octet_length(p_text)
+            USING ERRCODE = '54000';
+    END IF;
+    -- Candidates per leg. Vector search ranks the k nearest by composite
+    -- score (trust and staleness reorder them, they do not pull in rows
+    -- outside the k nearest). Hybrid queries widen the vector pool so that
+    -- a lexical hit with a weak (but not absent) vector rank gets credit
+    -- for both lists instead of tying with vector-only rows.
+    v_pool := v_k;
+    IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
+        v_pool := greatest(v_pool, 100);
+    END IF;
+
+    IF v_text IS NULL THEN
+        -- Vector only: the k nearest, ranked by composite score.
+        SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
+                             engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                               m.staleness_score, v_weight),
+                             m.trust_score, m.staleness_score, m.created_at)::engram.search_hit
+                         ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                                    m.staleness_score, v_weight) DESC, m.id)
+        INTO v_hits
+        FROM engram._knn(s, p_embedding, v_pool) k
+        JOIN engram.memories m ON m.id = k.id
+        WHERE 1 - k.distance >= coalesce(p_min_similarity, 0);
+    ELSE
+    WITH vec AS (
+        SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
+        FROM engram._knn(s, p_embedding, v_pool) c
+        WHERE p_embedding IS NOT NULL
+    ), lex AS (
+        SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
+        FROM engram._lexical(s, v_text, v_pool) l
+    ), fused AS (
+        SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
+        FROM vec FULL JOIN lex ON lex.id = vec.id
+    ), scored AS (
+        SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.lr,
+               CASE WHEN p_embedding IS NOT NULL
+                    THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
+               CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
+                    ELSE engram._fused_relevance(f.vr, f.lr) END AS relevance,
+               m.trust_score, m.staleness_score, m.created_at
+        FROM fused f JOIN engram.memories m ON m.id = f.id
+    )
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim,
+                         engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight),
+                         x.trust_score, x.staleness_score, x.created_at)::engram.search_hit
+                     ORDER BY engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight) DESC, x.id)
+    INTO v_hits
+    FROM scored x
+    WHERE x.lr IS NOT NULL OR x.sim IS NULL OR x.sim >= coalesce(p_min_similarity, 0);
+    END IF;
+    RETURN coalesce(v_hits[1:v_k], '{}');
+END
+$fn$;
+
 CREATE FUNCTION engram.search(
     owner text DEFAULT NULL,
     query_embedding vector DEFAULT NULL,
@@ -716,89 +904,20 @@ RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, si
                score real, trust_score real, staleness_score real, created_at timestamptz)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
-    v_owner    text := engram._owner(search.owner);
-    v_k        integer := engram._clamp_k(search.k);
-    v_pool     integer;
-    v_statuses text[] := CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[]
-                              ELSE '{active}'::text[] END;
-    v_all      text[];
-    v_weight   real := engram._setting_staleness_weight();
-    v_text     text := nullif(btrim(search.query_text), '');
-    v_hits     engram.search_hit[];
+    v_owner text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
+    v_hits  engram.search_hit[];
 BEGIN
-    IF search.query_embedding IS NULL AND v_text IS NULL THEN
-        RAISE EXCEPTION 'search needs query_embedding, query_text or both'
-            USING ERRCODE = '22004';
-    END IF;
     PERFORM engram._check_filters(search.kinds, search.tags_all, search.tags_any,
                                   search.internal_type, search.scope_tags);
-    PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
-    IF search.query_text IS NOT NULL AND octet_length(search.query_text) > 65536 THEN
-        RAISE EXCEPTION 'query_text is % bytes; the limit is 65536', octet_length(search.query_text)
-            USING ERRCODE = '54000';
-    END IF;
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
-    v_all := nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}');
-    -- Candidates per leg. Vector search ranks the k nearest by composite
-    -- score (trust and staleness reorder them, they do not pull in rows
-    -- outside the k nearest). Hybrid queries widen the vector pool so that
-    -- a lexical hit with a weak (but not absent) vector rank gets credit
-    -- for both lists instead of tying with vector-only rows.
-    v_pool := v_k;
-    IF search.query_embedding IS NOT NULL AND v_text IS NOT NULL THEN
-        v_pool := greatest(v_pool, 100);
-    END IF;
-
-    IF v_text IS NULL THEN
-        -- Vector only: the k nearest, ranked by composite score.
-        SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
-                             engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
-                                               m.staleness_score, v_weight),
-                             m.trust_score, m.staleness_score, m.created_at)::engram.search_hit
-                         ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
-                                                    m.staleness_score, v_weight) DESC, m.id)
-        INTO v_hits
-        FROM engram._knn(v_owner, search.query_embedding, v_pool, v_statuses, search.internal_type,
-                         search.kinds, v_all, search.tags_any, search.session_id,
-                         search.created_after, search.created_before) k
-        JOIN engram.memories m ON m.id = k.id
-        WHERE 1 - k.distance >= coalesce(search.min_similarity, 0);
-    ELSE
-    WITH vec AS (
-        SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
-        FROM engram._knn(v_owner, search.query_embedding, v_pool, v_statuses, search.internal_type,
-                         search.kinds, v_all, search.tags_any, search.session_id,
-                         search.created_after, search.created_before) c
-        WHERE search.query_embedding IS NOT NULL
-    ), lex AS (
-        SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
-        FROM engram._lexical(v_owner, v_text, v_pool, v_statuses, search.internal_type,
-                             search.kinds, v_all, search.tags_any, search.session_id,
-                             search.created_after, search.created_before) l
-        WHERE v_text IS NOT NULL
-    ), fused AS (
-        SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
-        FROM vec FULL JOIN lex ON lex.id = vec.id
-    ), scored AS (
-        SELECT m.id, m.content, m.kind, m.tags, m.metadata,
-               CASE WHEN search.query_embedding IS NOT NULL
-                    THEN (1 - coalesce(f.distance, m.embedding <=> search.query_embedding))::real END AS sim,
-               CASE WHEN search.query_embedding IS NULL THEN engram._text_relevance(f.rank)
-                    WHEN v_text IS NULL THEN greatest(1 - f.distance, 0)::real
-                    ELSE engram._fused_relevance(f.vr, f.lr) END AS relevance,
-               m.trust_score, m.staleness_score, m.created_at
-        FROM fused f JOIN engram.memories m ON m.id = f.id
-    )
-    SELECT array_agg(ROW(s.id, s.content, s.kind, s.tags, s.metadata, s.sim,
-                         engram.rank_score(s.relevance, s.trust_score, s.staleness_score, v_weight),
-                         s.trust_score, s.staleness_score, s.created_at)::engram.search_hit
-                     ORDER BY engram.rank_score(s.relevance, s.trust_score, s.staleness_score, v_weight) DESC, s.id)
-    INTO v_hits
-    FROM scored s
-    WHERE s.sim IS NULL OR s.sim >= coalesce(search.min_similarity, 0);
-    END IF;
-
-    v_hits := v_hits[1:v_k];
+    v_hits := engram._search(
+        ROW(v_owner,
+            CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
+            search.internal_type, search.kinds,
+            nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
+            search.tags_any, search.session_id, search.created_after, search.created_before,
+            NULL, NULL, NULL)::engram.read_scope,
+        search.query_embedding, search.query_text, search.k, search.min_similarity);
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
     RETURN QUERY SELECT h.* FROM unnest(v_hits) h;
 END
@@ -814,6 +933,22 @@ CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source te
                updated_at timestamptz, expires_at timestamptz, revision integer,
                revision_count bigint, access_count bigint, last_accessed_at timestamptz);
 
+-- A memory as recall shows it: an active memory past its expiry shows as
+-- expired (engram.expire() marks it later).
+CREATE FUNCTION engram._recalled(r engram.memories) RETURNS SETOF engram.recalled_memory
+LANGUAGE sql STABLE AS $fn$
+    SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
+           r.embedding, r.author_type, r.importance,
+           CASE WHEN r.status = 'active' AND r.expires_at <= now() THEN 'expired' ELSE r.status END,
+           r.archive_reason, r.merged_into,
+           r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
+           r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
+           (SELECT count(*) FROM engram.revisions v WHERE v.memory_id = r.id),
+           coalesce(a.access_count, 0), a.last_accessed_at
+    FROM (SELECT 1) one
+    LEFT JOIN engram.memory_access a ON a.memory_id = r.id
+$fn$;
+
 CREATE FUNCTION engram.recall(
     owner text DEFAULT NULL,
     id uuid DEFAULT NULL,
@@ -822,20 +957,12 @@ CREATE FUNCTION engram.recall(
 RETURNS SETOF engram.recalled_memory
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := engram._owner(recall.owner);
+    v_owner text := engram._caller(recall.owner, recall.internal_type, recall.scope_tags, false);
     r       engram.memories;
 BEGIN
     r := engram._locate(v_owner, recall.id, recall.internal_type, recall.scope_tags, false);
     PERFORM engram._touch(v_owner, ARRAY[r.id]);
-    RETURN QUERY
-    SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
-           r.embedding, r.author_type, r.importance, r.status, r.archive_reason, r.merged_into,
-           r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
-           r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
-           (SELECT count(*) FROM engram.revisions v WHERE v.memory_id = r.id),
-           coalesce(a.access_count, 0), a.last_accessed_at
-    FROM (SELECT 1) one
-    LEFT JOIN engram.memory_access a ON a.memory_id = r.id;
+    RETURN QUERY SELECT * FROM engram._recalled(r);
 END
 $fn$;
 
@@ -844,39 +971,27 @@ CREATE TYPE engram.listed_memory AS (id uuid, content text, kind text, source te
                access_count bigint, created_at timestamptz, updated_at timestamptz,
                next_cursor text);
 
-CREATE FUNCTION engram.list(
-    owner text DEFAULT NULL,
-    kinds text[] DEFAULT NULL,
-    tags_all text[] DEFAULT NULL,
-    internal_type text DEFAULT NULL,
-    scope_tags text[] DEFAULT NULL,
-    status text DEFAULT 'active',
-    created_after timestamptz DEFAULT NULL,
-    created_before timestamptz DEFAULT NULL,
-    order_by text DEFAULT 'created_at',
-    descending boolean DEFAULT true,
-    "limit" integer DEFAULT 50,
-    after text DEFAULT NULL)
+-- One page of scope s in a given order, with keyset pagination: the body
+-- of engram.list and engram.ghost_list.
+CREATE FUNCTION engram._list(
+    s engram.read_scope, p_status text, p_order_by text, p_descending boolean, p_limit integer, p_after text)
 RETURNS SETOF engram.listed_memory
 LANGUAGE plpgsql
 SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
-    v_owner  text := engram._owner(list.owner);
-    v_order  text := coalesce(list.order_by, 'created_at');
-    v_status text := coalesce(list.status, 'active');
-    v_limit  integer := least(greatest(coalesce(list."limit", 50), 1), 1000);
-    v_desc   boolean := coalesce(list.descending, true);
-    v_all    text[];
+    v_order  text := coalesce(p_order_by, 'created_at');
+    v_status text := coalesce(p_status, 'active');
+    v_limit  integer := least(greatest(coalesce(p_limit, 50), 1), 1000);
+    v_desc   boolean := coalesce(p_descending, true);
     v_after  text[];
     v_cur_num numeric;
     v_cur_id  uuid;
 BEGIN
     PERFORM engram._check_list(v_status, v_order);
-    PERFORM engram._check_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
-    v_all := nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}');
-    IF list.after IS NOT NULL THEN
-        v_after := engram._cursor_decode(list.after, v_order);
+    PERFORM engram._check_scope(s);
+    IF p_after IS NOT NULL THEN
+        v_after := engram._cursor_decode(p_after, v_order);
         v_cur_id := v_after[2]::uuid;
         v_cur_num := CASE WHEN v_order IN ('created_at', 'updated_at')
                           THEN extract(epoch FROM v_after[1]::timestamptz)
@@ -901,14 +1016,21 @@ BEGIN
                    ELSE coalesce(a.access_count, 0)::numeric END AS key_num
         FROM engram.memories m
         LEFT JOIN engram.memory_access a ON a.memory_id = m.id
-        WHERE m.owner = v_owner
-          AND m.status = v_status
-          AND (CASE WHEN list.internal_type IS NULL THEN m.internal_type IS NULL
-                    ELSE m.internal_type = list.internal_type END)
-          AND (list.kinds IS NULL OR m.kind = ANY (list.kinds))
-          AND (v_all IS NULL OR m.tags @> v_all)
-          AND (list.created_after IS NULL OR m.created_at >= list.created_after)
-          AND (list.created_before IS NULL OR m.created_at < list.created_before)
+        WHERE (s.owner IS NULL OR m.owner = s.owner)
+          -- an active memory past its expiry lists as expired
+          AND CASE WHEN m.status = 'active' AND m.expires_at <= now() THEN v_status = 'expired'
+                   ELSE m.status = v_status END
+          AND (CASE WHEN s.internal_type IS NULL THEN m.internal_type IS NULL
+                    ELSE m.internal_type = s.internal_type END)
+          AND (s.kinds IS NULL OR m.kind = ANY (s.kinds))
+          AND (s.tags_all IS NULL OR m.tags @> s.tags_all)
+          AND (s.created_after IS NULL OR m.created_at >= s.created_after)
+          AND (s.created_before IS NULL OR m.created_at < s.created_before)
+          AND (s.max_level IS NULL OR m.access_level <= s.max_level)
+          AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                          WHERE p.memory_id = m.id AND p.space = s.space))
+          AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                             WHERE p.memory_id = m.id AND p.group_id = s.group_id))
     ), page AS (
         SELECT r.*, row_number() OVER (
                    ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
@@ -918,13 +1040,41 @@ BEGIN
            OR (v_desc AND (r.key_num, r.id) < (v_cur_num, v_cur_id))
            OR (NOT v_desc AND (r.key_num, r.id) > (v_cur_num, v_cur_id))
     )
-    SELECT p.id, p.content, p.kind, p.source, p.tags, p.metadata, p.status, p.importance,
-           p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
+    SELECT p.id, p.content, p.kind, p.source, p.tags, p.metadata,
+           CASE WHEN p.status = 'active' AND p.expires_at <= now() THEN 'expired' ELSE p.status END,
+           p.importance, p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
            CASE WHEN p.n = v_limit AND EXISTS (SELECT 1 FROM page q WHERE q.n = v_limit + 1)
                 THEN engram._cursor_encode(v_order, p.key_text, p.id) END
     FROM page p
     WHERE p.n <= v_limit
     ORDER BY p.n;
+END
+$fn$;
+
+CREATE FUNCTION engram.list(
+    owner text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    status text DEFAULT 'active',
+    created_after timestamptz DEFAULT NULL,
+    created_before timestamptz DEFAULT NULL,
+    order_by text DEFAULT 'created_at',
+    descending boolean DEFAULT true,
+    "limit" integer DEFAULT 50,
+    after text DEFAULT NULL)
+RETURNS SETOF engram.listed_memory
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(list.owner, list.internal_type, list.scope_tags, false);
+BEGIN
+    PERFORM engram._check_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
+    RETURN QUERY SELECT * FROM engram._list(
+        ROW(v_owner, NULL, list.internal_type, list.kinds,
+            nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}'),
+            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL)::engram.read_scope,
+        list.status, list.order_by, list.descending, list."limit", list.after);
 END
 $fn$;
 
@@ -938,7 +1088,7 @@ RETURNS TABLE (revision integer, content text, tags text[], metadata jsonb, writ
                is_current boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := engram._owner(revisions.owner);
+    v_owner text := engram._caller(revisions.owner, revisions.internal_type, revisions.scope_tags, false);
     r       engram.memories;
 BEGIN
     r := engram._locate(v_owner, revisions.id, revisions.internal_type, revisions.scope_tags, false);
@@ -957,7 +1107,7 @@ LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     -- A DBA may ask for the whole database (owner NULL); a restricted role
     -- always gets its own owner.
-    v_owner text := CASE WHEN stats.owner IS NULL AND NOT row_security_active('engram.memories'::regclass)
+    v_owner text := CASE WHEN stats.owner IS NULL AND engram._caller_privileged()
                          THEN NULL ELSE engram._owner(stats.owner) END;
     v_result jsonb;
 BEGIN
@@ -1000,13 +1150,15 @@ $fn$;
 CREATE FUNCTION engram.expire() RETURNS bigint
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_job   text := engram._job_owner();
     v_count bigint;
 BEGIN
     UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
-    WHERE m.status = 'active' AND m.expires_at IS NOT NULL AND m.expires_at <= now();
+    WHERE m.status = 'active' AND m.expires_at IS NOT NULL AND m.expires_at <= now()
+      AND (v_job IS NULL OR m.owner = v_job);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN
-        PERFORM engram._audit(engram._job_owner(), 'expire', NULL, jsonb_build_object('count', v_count));
+        PERFORM engram._audit(v_job, 'expire', NULL, jsonb_build_object('count', v_count));
     END IF;
     RETURN v_count;
 END
@@ -1018,6 +1170,7 @@ $fn$;
 CREATE FUNCTION engram.rescore() RETURNS bigint
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_job   text := engram._job_owner();
     v_count bigint;
 BEGIN
     WITH s AS (
@@ -1027,14 +1180,14 @@ BEGIN
                                     m.correction_count, m.flag_count) AS stale
         FROM engram.memories m
         LEFT JOIN engram.memory_access a ON a.memory_id = m.id
-        WHERE m.status = 'active'
+        WHERE m.status = 'active' AND (v_job IS NULL OR m.owner = v_job)
     )
     UPDATE engram.memories AS m SET trust_score = s.trust, staleness_score = s.stale
     FROM s
     WHERE m.id = s.id
       AND (abs(m.trust_score - s.trust) >= 0.001 OR abs(m.staleness_score - s.stale) >= 0.001);
     GET DIAGNOSTICS v_count = ROW_COUNT;
-    PERFORM engram._audit(engram._job_owner(), 'rescore', NULL, jsonb_build_object('count', v_count));
+    PERFORM engram._audit(v_job, 'rescore', NULL, jsonb_build_object('count', v_count));
     RETURN v_count;
 END
 $fn$;
@@ -1057,7 +1210,7 @@ BEGIN
     )
     SELECT count(*) INTO v_count FROM gone;
     IF v_count > 0 THEN
-        PERFORM engram._audit(engram._job_owner(), 'purge', NULL,
+        PERFORM engram._audit(NULL, 'purge', NULL,
             jsonb_build_object('count', v_count, 'older_than', purge.older_than::text));
     END IF;
     RETURN v_count;
@@ -1092,22 +1245,39 @@ BEGIN
         -- The call states the whole schedule: no purge_cron, no purge job.
         PERFORM cron.unschedule('engram-purge');
     END IF;
+    PERFORM engram._audit(NULL, 'schedule_maintenance', NULL,
+        jsonb_build_object('expire_cron', schedule_maintenance.expire_cron,
+                           'rescore_cron', schedule_maintenance.rescore_cron,
+                           'purge_cron', schedule_maintenance.purge_cron,
+                           'purge_older_than', schedule_maintenance.purge_older_than::text));
 END
 $fn$;
 
 ---------------------------------------------------------------------------
--- identity (engram-mcp)
+-- identity: tokens and the owner binding (SPEC 8.1)
 ---------------------------------------------------------------------------
 
+-- A usable token: not revoked, not expired.
+CREATE FUNCTION engram._token(p_token text) RETURNS engram.tokens
+LANGUAGE sql STABLE AS $fn$
+    SELECT t.* FROM engram.tokens t
+    WHERE t.token_sha256 = sha256(convert_to(coalesce(p_token, ''), 'UTF8'))
+      AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+$fn$;
+
 -- A new token for `owner`; the plaintext is returned once and stored hashed.
--- Platform tokens may act for any user (X-User-Id) and set internal-context
--- headers; user tokens act only for their owner.
-CREATE FUNCTION engram.create_token(owner text DEFAULT NULL, label text DEFAULT NULL, platform boolean DEFAULT false)
+-- Platform tokens may act for any owner (engram.bind's act_as, MCP's
+-- X-User-Id) and set an internal context; user tokens act only for their
+-- owner. `expires`: the token stops working after this interval.
+CREATE FUNCTION engram.create_token(
+    owner text DEFAULT NULL, label text DEFAULT NULL, platform boolean DEFAULT false,
+    expires interval DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
     -- two v4 UUIDs from pg_strong_random: 244 random bits
     v_token text := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+    v_id    uuid;
 BEGIN
     IF create_token.owner IS NULL OR btrim(create_token.owner) = '' THEN
         RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' (the collection the token acts for)'
@@ -1117,29 +1287,118 @@ BEGIN
         RAISE EXCEPTION 'label is required; name the token, e.g. label => ''laptop agent'''
             USING ERRCODE = '22004';
     END IF;
-    INSERT INTO engram.tokens AS t (owner, label, platform, token_sha256)
+    IF create_token.expires IS NOT NULL AND create_token.expires <= interval '0' THEN
+        RAISE EXCEPTION 'expires % is not positive; pass an interval such as ''90 days'', or NULL for a token that does not expire', create_token.expires
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO engram.tokens AS t (owner, label, platform, token_sha256, expires_at)
     VALUES (create_token.owner, create_token.label, coalesce(create_token.platform, false),
-            sha256(convert_to(v_token, 'UTF8')));
+            sha256(convert_to(v_token, 'UTF8')), now() + create_token.expires)
+    RETURNING t.id INTO v_id;
     PERFORM engram._audit(create_token.owner, 'create_token', NULL,
-        jsonb_build_object('platform', coalesce(create_token.platform, false)));
+        jsonb_build_object('token_id', v_id, 'platform', coalesce(create_token.platform, false),
+                           'expires_at', now() + create_token.expires));
     RETURN v_token;
 END
 $fn$;
 
--- The owner and platform flag of a valid, unrevoked token; no row otherwise.
--- SECURITY DEFINER so that the restricted role can resolve tokens without
--- reading the token table. last_used_at is refreshed at most once a minute,
--- so authentication does not turn every request into a write.
+-- Binds this transaction to an owner, for a restricted role the only way
+-- to act at all (SPEC 8.1). A user token binds its own owner; a platform
+-- token may act_as any owner and set an internal context (the MCP headers
+-- X-Internal-Type and X-Ghost-*), which engram._check_context enforces.
+-- token => NULL binds engram.anonymous_owner, and only while no usable
+-- token exists at all. Returns the bound owner. Transaction-local: call it
+-- after BEGIN, in the transaction that does the work.
+CREATE FUNCTION engram.bind(
+    token text DEFAULT NULL,
+    act_as text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    ghost_type text DEFAULT NULL,
+    ghost_owner text DEFAULT NULL,
+    ghost_space text DEFAULT NULL,
+    ghost_group text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r          engram.tokens;
+    v_owner    text;
+    v_platform boolean := false;
+    v_internal jsonb;
+BEGIN
+    IF bind.token IS NULL THEN
+        IF engram.has_tokens() THEN
+            RAISE EXCEPTION 'a token is required; pass token => ''eg_...'' (a DBA creates one with engram.create_token)'
+                USING ERRCODE = '28000';
+        END IF;
+        v_owner := engram._setting_anonymous_owner();
+        IF v_owner IS NULL THEN
+            RAISE EXCEPTION 'anonymous binding is off (engram.anonymous_owner is empty); create a token with engram.create_token'
+                USING ERRCODE = '28000';
+        END IF;
+    ELSE
+        r := engram._token(bind.token);
+        IF r.id IS NULL THEN
+            RAISE EXCEPTION 'unknown, revoked or expired token; ask the DBA for a new one (engram.create_token)'
+                USING ERRCODE = '28000';
+        END IF;
+        v_owner := r.owner;
+        v_platform := r.platform;
+    END IF;
+    IF bind.act_as IS NOT NULL AND bind.act_as IS DISTINCT FROM v_owner THEN
+        IF NOT v_platform THEN
+            RAISE EXCEPTION 'act_as needs a platform token; a user token acts only for its own owner'
+                USING ERRCODE = '42501';
+        END IF;
+        IF btrim(bind.act_as) = '' THEN
+            RAISE EXCEPTION 'act_as is empty; name the owner to act for, or pass NULL'
+                USING ERRCODE = '22023';
+        END IF;
+        v_owner := bind.act_as;
+    END IF;
+    IF bind.internal_type IS NOT NULL THEN
+        IF NOT v_platform THEN
+            RAISE EXCEPTION 'an internal context (internal_type => ''ghost'' or ''agent'') needs a platform token'
+                USING ERRCODE = '42501';
+        END IF;
+        v_internal := jsonb_build_object(
+            'internal_type', bind.internal_type,
+            'scope', to_jsonb(engram.scope_tags(bind.internal_type, bind.ghost_type, bind.ghost_owner,
+                                                bind.ghost_space, bind.ghost_group)),
+            'ghost_type', bind.ghost_type,
+            'ghost_id', coalesce(bind.ghost_owner, bind.ghost_space, bind.ghost_group));
+    ELSIF coalesce(bind.ghost_type, bind.ghost_owner, bind.ghost_space, bind.ghost_group) IS NOT NULL THEN
+        RAISE EXCEPTION 'ghost_type/ghost_owner/ghost_space/ghost_group need internal_type => ''ghost'''
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM set_config('engram.owner', v_owner, true);
+    PERFORM set_config('engram.binding', jsonb_build_object(
+        'token_id', r.id, 'token_label', r.label, 'platform', v_platform,
+        'act_as', CASE WHEN v_owner IS DISTINCT FROM r.owner AND r.id IS NOT NULL THEN v_owner END,
+        'internal', v_internal)::text, true);
+    IF NOT current_setting('transaction_read_only')::boolean THEN
+        IF r.id IS NOT NULL AND (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute') THEN
+            UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
+        END IF;
+        -- A platform token acting for another owner leaves a trace in that
+        -- owner's audit log.
+        IF r.id IS NOT NULL AND v_owner <> r.owner THEN
+            PERFORM engram._audit(v_owner, 'bind', NULL, '{}');
+        END IF;
+    END IF;
+    RETURN v_owner;
+END
+$fn$;
+
+-- The owner and platform flag of a usable token; no row otherwise. Lets
+-- engram-mcp answer 401 before it binds. last_used_at is refreshed at most
+-- once a minute, so authentication does not turn every request into a write.
 CREATE FUNCTION engram.authenticate(token text)
 RETURNS TABLE (owner text, platform boolean)
-LANGUAGE plpgsql SECURITY DEFINER AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
-    r engram.tokens;
+    r engram.tokens := engram._token(authenticate.token);
 BEGIN
-    SELECT t.* INTO r FROM engram.tokens t
-    WHERE t.token_sha256 = sha256(convert_to(coalesce(authenticate.token, ''), 'UTF8'))
-      AND t.revoked_at IS NULL;
-    IF NOT FOUND THEN
+    IF r.id IS NULL THEN
         RETURN;
     END IF;
     IF (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute')
@@ -1150,57 +1409,447 @@ BEGIN
 END
 $fn$;
 
--- Whether any usable token exists (engram-mcp refuses non-loopback listening
--- without one).
+-- Whether any usable token exists: while none does, engram.bind(NULL) binds
+-- the anonymous owner, and engram-mcp serves loopback clients without one.
 CREATE FUNCTION engram.has_tokens() RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER AS $fn$
-    SELECT EXISTS (SELECT 1 FROM engram.tokens t WHERE t.revoked_at IS NULL)
+LANGUAGE sql STABLE AS $fn$
+    SELECT EXISTS (SELECT 1 FROM engram.tokens t
+                   WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()))
 $fn$;
 
-CREATE FUNCTION engram.revoke_token(label text DEFAULT NULL, owner text DEFAULT NULL) RETURNS bigint
+-- Revokes a token by id, or the tokens with a label (of one owner, or of
+-- every owner when owner is NULL). Returns how many were revoked; audited.
+CREATE FUNCTION engram.revoke_token(label text DEFAULT NULL, owner text DEFAULT NULL, token_id uuid DEFAULT NULL)
+RETURNS bigint
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_count bigint;
+    v_ids uuid[];
 BEGIN
-    UPDATE engram.tokens AS t SET revoked_at = now()
-    WHERE t.label = revoke_token.label AND t.owner = revoke_token.owner AND t.revoked_at IS NULL;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    RETURN v_count;
+    IF revoke_token.token_id IS NULL AND revoke_token.label IS NULL THEN
+        RAISE EXCEPTION 'name the token: token_id => ''<uuid>'' or label => ''<label>'' (with owner => ''<owner>'')'
+            USING ERRCODE = '22004';
+    END IF;
+    WITH gone AS (
+        UPDATE engram.tokens AS t SET revoked_at = now()
+        WHERE t.revoked_at IS NULL
+          AND (revoke_token.token_id IS NULL OR t.id = revoke_token.token_id)
+          AND (revoke_token.label IS NULL OR t.label = revoke_token.label)
+          AND (revoke_token.owner IS NULL OR t.owner = revoke_token.owner)
+        RETURNING t.id, t.owner
+    )
+    SELECT array_agg(g.id) INTO v_ids FROM gone g;
+    IF v_ids IS NOT NULL THEN
+        PERFORM engram._audit(revoke_token.owner, 'revoke_token', NULL, jsonb_build_object('token_ids', to_jsonb(v_ids)));
+    END IF;
+    RETURN coalesce(cardinality(v_ids), 0);
 END
 $fn$;
 
-REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram.authenticate(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram.has_tokens() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION engram.authenticate(text), engram.has_tokens() TO engram_agent;
-
 ---------------------------------------------------------------------------
--- privileges and search_path
+-- sharing: trust-gated ghost reads, spaces and groups (SPEC 8.3, 8.4)
 ---------------------------------------------------------------------------
 
--- Administrative functions are for the database owner, not for agents.
+-- Whether an owner's ghost talks to others (enabled) and the trust it
+-- gives accessors without a grant. An owner without settings has no ghost:
+-- sharing is opt-in. Returns the settings.
+CREATE FUNCTION engram.ghost_settings(owner text DEFAULT NULL, enabled boolean DEFAULT true, default_trust smallint DEFAULT 1)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(ghost_settings.owner, NULL, NULL, true);
+BEGIN
+    IF ghost_settings.default_trust IS NULL OR ghost_settings.default_trust NOT BETWEEN 0 AND 5 THEN
+        RAISE EXCEPTION 'default_trust % is out of range; pass 0 (talk to nobody without a grant) to 5', coalesce(ghost_settings.default_trust::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO engram.ghost_settings AS g (owner, enabled, default_trust)
+    VALUES (v_owner, coalesce(ghost_settings.enabled, true), ghost_settings.default_trust)
+    ON CONFLICT (owner) DO UPDATE SET enabled = excluded.enabled, default_trust = excluded.default_trust,
+                                      updated_at = now();
+    PERFORM engram._audit(v_owner, 'ghost_settings', NULL,
+        jsonb_build_object('enabled', coalesce(ghost_settings.enabled, true), 'default_trust', ghost_settings.default_trust));
+    RETURN jsonb_build_object('owner', v_owner, 'enabled', coalesce(ghost_settings.enabled, true),
+                              'default_trust', ghost_settings.default_trust);
+END
+$fn$;
+
+-- The trust `owner` gives `accessor` (upsert): 0 blocks the accessor, 1-5
+-- shows memories whose access_level is at most the trust. Returns it.
+CREATE FUNCTION engram.grant(owner text DEFAULT NULL, accessor text DEFAULT NULL, trust smallint DEFAULT NULL)
+RETURNS smallint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller("grant".owner, NULL, NULL, true);
+BEGIN
+    IF "grant".accessor IS NULL OR btrim("grant".accessor) = '' THEN
+        RAISE EXCEPTION 'accessor is required; name the owner whose conversations with your ghost get this trust'
+            USING ERRCODE = '22004';
+    END IF;
+    IF "grant".accessor = v_owner THEN
+        RAISE EXCEPTION 'an owner always sees its own memories; grant trust to someone else'
+            USING ERRCODE = '22023';
+    END IF;
+    IF "grant".trust IS NULL OR "grant".trust NOT BETWEEN 0 AND 5 THEN
+        RAISE EXCEPTION 'trust % is out of range; pass 0 (blocked) to 5 (sees every access level)', coalesce("grant".trust::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO engram.grants AS g (owner, accessor, trust)
+    VALUES (v_owner, "grant".accessor, "grant".trust)
+    ON CONFLICT (owner, accessor) DO UPDATE SET trust = excluded.trust, granted_at = now();
+    PERFORM engram._audit(v_owner, 'grant', NULL, jsonb_build_object('accessor', "grant".accessor, 'trust', "grant".trust));
+    RETURN "grant".trust;
+END
+$fn$;
+
+CREATE FUNCTION engram.revoke_grant(owner text DEFAULT NULL, accessor text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(revoke_grant.owner, NULL, NULL, true);
+BEGIN
+    DELETE FROM engram.grants g WHERE g.owner = v_owner AND g.accessor = revoke_grant.accessor;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM engram._audit(v_owner, 'revoke_grant', NULL, jsonb_build_object('accessor', revoke_grant.accessor));
+    RETURN true;
+END
+$fn$;
+
+CREATE FUNCTION engram.grants(owner text DEFAULT NULL)
+RETURNS TABLE (accessor text, trust smallint, granted_at timestamptz)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(grants.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY SELECT g.accessor, g.trust, g.granted_at FROM engram.grants g
+                 WHERE g.owner = v_owner ORDER BY g.accessor;
+END
+$fn$;
+
+-- What the ghost (p_ghost_type, p_ghost_id) shows the accessor, as a read
+-- scope over active normal memories; NULL when it shows nothing (then
+-- p_denied says why). The accessor is the bound owner; a transaction bound
+-- with a ghost context reads only that ghost.
+CREATE FUNCTION engram._ghost_scope(p_accessor text, p_ghost_type text, p_ghost_id text, OUT s engram.read_scope, OUT p_denied text)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_ctx   jsonb := engram._binding() -> 'internal';
+    v_trust smallint;
+BEGIN
+    IF p_ghost_id IS NULL OR btrim(p_ghost_id) = '' THEN
+        RAISE EXCEPTION 'ghost_id is required: the owner (user ghost), space or group whose ghost the accessor talks to'
+            USING ERRCODE = '22004';
+    END IF;
+    IF jsonb_typeof(v_ctx) = 'object' AND (v_ctx ->> 'internal_type' <> 'ghost'
+       OR v_ctx ->> 'ghost_type' IS DISTINCT FROM p_ghost_type OR v_ctx ->> 'ghost_id' IS DISTINCT FROM p_ghost_id) THEN
+        RAISE EXCEPTION 'this transaction is bound to another internal context; read the ghost it was bound for'
+            USING ERRCODE = '42501';
+    END IF;
+    CASE p_ghost_type
+    WHEN 'user' THEN
+        IF p_ghost_id = p_accessor THEN
+            RAISE EXCEPTION 'that is the accessor''s own ghost; read your own memories with engram.search, engram.recall and engram.list'
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT CASE WHEN NOT g.enabled THEN NULL ELSE coalesce(x.trust, g.default_trust) END
+        INTO v_trust
+        FROM engram.ghost_settings g
+        LEFT JOIN engram.grants x ON x.owner = g.owner AND x.accessor = p_accessor
+        WHERE g.owner = p_ghost_id;
+        IF v_trust IS NULL THEN
+            p_denied := 'ghost disabled';
+        ELSIF v_trust = 0 THEN
+            p_denied := 'accessor blocked';
+        ELSE
+            s := ROW(p_ghost_id, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_trust, NULL, NULL);
+        END IF;
+    WHEN 'space' THEN
+        s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id, NULL);
+    WHEN 'group' THEN
+        IF EXISTS (SELECT 1 FROM engram.group_members g WHERE g.group_id = p_ghost_id AND g.member = p_accessor) THEN
+            s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id);
+        ELSE
+            p_denied := 'not a member of the group';
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'ghost_type % is unknown; use user, space or group', coalesce(p_ghost_type, 'NULL')
+            USING ERRCODE = '22023';
+    END CASE;
+END
+$fn$;
+
+-- A ghost read that showed nothing because of a setting, a grant or a
+-- membership: audited where the ghost's owner (user ghosts) or the DBA
+-- (spaces, groups) sees it, never in the accessor's own log.
+CREATE FUNCTION engram._ghost_denied(p_accessor text, p_ghost_type text, p_ghost_id text, p_why text, p_memory uuid, p_memory_owner text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NOT current_setting('transaction_read_only')::boolean THEN
+        PERFORM engram._audit(CASE WHEN p_ghost_type = 'user' THEN p_ghost_id ELSE p_memory_owner END,
+            'ghost_denied', p_memory,
+            jsonb_build_object('accessor', p_accessor, 'ghost_type', p_ghost_type, 'ghost_id', p_ghost_id, 'why', p_why));
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION engram.ghost_search(
+    accessor text DEFAULT NULL,
+    ghost_type text DEFAULT NULL,
+    ghost_id text DEFAULT NULL,
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    k integer DEFAULT 10,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    tags_any text[] DEFAULT NULL,
+    min_similarity real DEFAULT 0)
+RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
+               score real, trust_score real, staleness_score real, created_at timestamptz)
+LANGUAGE plpgsql ROWS 10 AS $fn$
+DECLARE
+    v_accessor text := engram._owner(ghost_search.accessor);
+    v_view     record;
+    s          engram.read_scope;
+BEGIN
+    PERFORM engram._check_filters(ghost_search.kinds, ghost_search.tags_all, ghost_search.tags_any, NULL, NULL);
+    v_view := engram._ghost_scope(v_accessor, ghost_search.ghost_type, ghost_search.ghost_id);
+    IF v_view.p_denied IS NOT NULL THEN
+        PERFORM engram._ghost_denied(v_accessor, ghost_search.ghost_type, ghost_search.ghost_id, v_view.p_denied, NULL, NULL);
+        RETURN;
+    END IF;
+    s := v_view.s;
+    s.kinds := ghost_search.kinds;
+    s.tags_all := ghost_search.tags_all;
+    s.tags_any := ghost_search.tags_any;
+    RETURN QUERY SELECT h.* FROM unnest(engram._search(s, ghost_search.query_embedding, ghost_search.query_text,
+                                                       ghost_search.k, ghost_search.min_similarity)) h;
+END
+$fn$;
+
+-- One memory through a ghost; no row when the ghost does not show it
+-- (missing and denied look the same to the accessor; a denial is audited).
+CREATE FUNCTION engram.ghost_recall(
+    accessor text DEFAULT NULL,
+    ghost_type text DEFAULT NULL,
+    ghost_id text DEFAULT NULL,
+    id uuid DEFAULT NULL)
+RETURNS SETOF engram.recalled_memory
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_accessor text := engram._owner(ghost_recall.accessor);
+    v_view     record;
+    s          engram.read_scope;
+    r          engram.memories;
+BEGIN
+    IF ghost_recall.id IS NULL THEN
+        RAISE EXCEPTION 'id is required; pass id => ''<memory id>'' (see engram.ghost_search or engram.ghost_list)'
+            USING ERRCODE = '22004';
+    END IF;
+    v_view := engram._ghost_scope(v_accessor, ghost_recall.ghost_type, ghost_recall.ghost_id);
+    s := v_view.s;
+    SELECT m.* INTO r FROM engram.memories m
+    WHERE m.id = ghost_recall.id AND v_view.p_denied IS NULL
+      AND (s.owner IS NULL OR m.owner = s.owner)
+      AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND m.internal_type IS NULL
+      AND (s.max_level IS NULL OR m.access_level <= s.max_level)
+      AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.space = s.space))
+      AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.group_id = s.group_id));
+    IF r.id IS NULL THEN
+        SELECT m.* INTO r FROM engram.memories m WHERE m.id = ghost_recall.id;
+        IF r.id IS NOT NULL THEN
+            PERFORM engram._ghost_denied(v_accessor, ghost_recall.ghost_type, ghost_recall.ghost_id,
+                coalesce(v_view.p_denied, 'not shown by this ghost'), r.id, r.owner);
+        END IF;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM engram._recalled(r);
+END
+$fn$;
+
+CREATE FUNCTION engram.ghost_list(
+    accessor text DEFAULT NULL,
+    ghost_type text DEFAULT NULL,
+    ghost_id text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    order_by text DEFAULT 'created_at',
+    descending boolean DEFAULT true,
+    "limit" integer DEFAULT 50,
+    after text DEFAULT NULL)
+RETURNS SETOF engram.listed_memory
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_accessor text := engram._owner(ghost_list.accessor);
+    v_view     record;
+    s          engram.read_scope;
+BEGIN
+    PERFORM engram._check_filters(ghost_list.kinds, ghost_list.tags_all, NULL, NULL, NULL);
+    v_view := engram._ghost_scope(v_accessor, ghost_list.ghost_type, ghost_list.ghost_id);
+    IF v_view.p_denied IS NOT NULL THEN
+        PERFORM engram._ghost_denied(v_accessor, ghost_list.ghost_type, ghost_list.ghost_id, v_view.p_denied, NULL, NULL);
+        RETURN;
+    END IF;
+    s := v_view.s;
+    s.kinds := ghost_list.kinds;
+    s.tags_all := ghost_list.tags_all;
+    RETURN QUERY SELECT * FROM engram._list(s, 'active', ghost_list.order_by, ghost_list.descending,
+                                            ghost_list."limit", ghost_list.after);
+END
+$fn$;
+
+-- Publishes one of the owner's normal memories to a space or a group
+-- (exactly one of the two); idempotent. Returns the publication id.
+CREATE FUNCTION engram.publish(owner text DEFAULT NULL, id uuid DEFAULT NULL, space text DEFAULT NULL, group_id text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(publish.owner, NULL, NULL, true);
+    r       engram.memories;
+    v_pub   uuid;
+BEGIN
+    IF (publish.space IS NULL) = (publish.group_id IS NULL) OR btrim(coalesce(publish.space, publish.group_id)) = '' THEN
+        RAISE EXCEPTION 'publish to exactly one target: space => ''<space id>'' or group_id => ''<group id>'''
+            USING ERRCODE = '22023';
+    END IF;
+    r := engram._locate(v_owner, publish.id, NULL, NULL, true);
+    PERFORM engram._require_writable(r, 'publish');
+    INSERT INTO engram.publications AS p (memory_id, owner, space, group_id)
+    VALUES (r.id, v_owner, publish.space, publish.group_id)
+    ON CONFLICT (memory_id, coalesce(space, ''), coalesce(group_id, '')) DO NOTHING
+    RETURNING p.id INTO v_pub;
+    IF v_pub IS NULL THEN
+        SELECT p.id INTO v_pub FROM engram.publications p
+        WHERE p.memory_id = r.id AND p.space IS NOT DISTINCT FROM publish.space
+          AND p.group_id IS NOT DISTINCT FROM publish.group_id;
+        RETURN v_pub;
+    END IF;
+    PERFORM engram._audit(v_owner, 'publish', r.id, jsonb_build_object('space', publish.space, 'group_id', publish.group_id));
+    RETURN v_pub;
+END
+$fn$;
+
+-- Withdraws a memory from a space or a group, or from everywhere when both
+-- are NULL. Returns whether anything was withdrawn.
+CREATE FUNCTION engram.unpublish(owner text DEFAULT NULL, id uuid DEFAULT NULL, space text DEFAULT NULL, group_id text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(unpublish.owner, NULL, NULL, true);
+    r       engram.memories;
+    v_count bigint;
+BEGIN
+    r := engram._locate(v_owner, unpublish.id, NULL, NULL, true);
+    DELETE FROM engram.publications p
+    WHERE p.memory_id = r.id
+      AND (unpublish.space IS NULL OR p.space = unpublish.space)
+      AND (unpublish.group_id IS NULL OR p.group_id = unpublish.group_id);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(v_owner, 'unpublish', r.id,
+            jsonb_build_object('space', unpublish.space, 'group_id', unpublish.group_id, 'count', v_count));
+    END IF;
+    RETURN v_count > 0;
+END
+$fn$;
+
+-- Group membership is administered by DBAs and platform tokens.
+CREATE FUNCTION engram._require_admin(p_action text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF NOT engram._caller_privileged() AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
+        RAISE EXCEPTION '% is for DBAs and platform tokens; bind with a platform token (engram.bind)', p_action
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION engram.add_member(group_id text DEFAULT NULL, member text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram._require_admin('add_member');
+    IF btrim(coalesce(add_member.group_id, '')) = '' OR btrim(coalesce(add_member.member, '')) = '' THEN
+        RAISE EXCEPTION 'group_id and member are required, e.g. add_member(group_id => ''team-a'', member => ''alice'')'
+            USING ERRCODE = '22004';
+    END IF;
+    INSERT INTO engram.group_members AS g (group_id, member) VALUES (add_member.group_id, add_member.member)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM engram._audit(NULL, 'add_member', NULL, jsonb_build_object('group_id', add_member.group_id, 'member', add_member.member));
+    RETURN true;
+END
+$fn$;
+
+CREATE FUNCTION engram.remove_member(group_id text DEFAULT NULL, member text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram._require_admin('remove_member');
+    DELETE FROM engram.group_members g WHERE g.group_id = remove_member.group_id AND g.member = remove_member.member;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM engram._audit(NULL, 'remove_member', NULL, jsonb_build_object('group_id', remove_member.group_id, 'member', remove_member.member));
+    RETURN true;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- privileges, row-level security and search_path
+---------------------------------------------------------------------------
+
+-- The restricted role reads its own rows (RLS: the bound owner) and writes
+-- only through the functions above, which run as the extension's owner
+-- (SECURITY DEFINER, below), check the binding, and audit every change.
+-- engram._bound_owner() is a C function: calling it loads the library, whose
+-- SUSET definition of engram.owner discards a placeholder value an
+-- unprivileged role may have set before.
+GRANT USAGE ON SCHEMA engram TO engram_agent;
+GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
+               engram.ghost_settings, engram.grants, engram.publications TO engram_agent;
+CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.audit_log FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.ghost_settings FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.grants FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.publications FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+
+-- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._install_api(text) FROM PUBLIC;
 
--- Pin every plpgsql/SQL function's search_path to engram, pgvector's schema
--- (wherever CASCADE put it) and pg_catalog, so callers' search_path can
--- neither break the vector operators nor shadow them.
+-- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
+-- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so
+-- no object a caller can create shadows what engram calls. The public API
+-- (names without a leading underscore) runs as the extension's owner
+-- (SECURITY DEFINER): it is the only way to write. The helpers run as their
+-- caller and are not executable by PUBLIC.
 DO $$
 DECLARE
     v_vector_schema text;
-    f regprocedure;
+    f record;
 BEGIN
     SELECT n.nspname INTO v_vector_schema
     FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
     WHERE e.extname = 'vector';
     FOR f IN
-        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        SELECT p.oid::regprocedure AS sig, p.proname LIKE '\_%' AS helper FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_language l ON l.oid = p.prolang
         WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
     LOOP
-        EXECUTE format('ALTER FUNCTION %s SET search_path = engram, %I, pg_catalog, pg_temp', f, v_vector_schema);
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, engram, %I, pg_temp', f.sig, v_vector_schema);
+        IF f.helper THEN
+            EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.sig);
+        ELSE
+            EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
+        END IF;
     END LOOP;
 END
 $$;

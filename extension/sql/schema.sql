@@ -1,7 +1,14 @@
--- engram schema: tables, indexes, the restricted role and row-level security.
--- Loaded first by CREATE EXTENSION (extension_sql_file!, bootstrap). During
--- CREATE EXTENSION the search_path holds engram and pgvector's schema, so
--- `vector` resolves here; the API functions pin their own search_path.
+-- engram schema: tables, indexes and the restricted role: everything that
+-- holds data. Loaded first by CREATE EXTENSION (extension_sql_file!,
+-- bootstrap). During CREATE EXTENSION the search_path holds engram and
+-- pgvector's schema, so `vector` resolves here; the API functions pin their
+-- own search_path.
+--
+-- Functions, result types, row-level security policies and privileges are in
+-- api.sql: an upgrade drops them and loads the new version's api.sql, while
+-- the tables here change only through ALTER statements in sql/ (see
+-- docs/ARCHITECTURE.md, "Versions and upgrades"). New columns go at the end
+-- of their table, where ALTER TABLE ... ADD COLUMN puts them on upgrade.
 
 -- One row per memory. The embedding column's dimension is the database's
 -- embedding dimension (engram.configure changes it while no embeddings exist).
@@ -43,7 +50,11 @@ CREATE TABLE engram.memories (
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
     expires_at       timestamptz,
-    archived_at      timestamptz
+    archived_at      timestamptz,
+    -- who may see it through the owner's ghost (SPEC 8.3): an accessor whose
+    -- trust is at least this level. 5 (default): only accessors the owner
+    -- trusts fully; 1: anyone the ghost talks to.
+    access_level     smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5)
 );
 
 COMMENT ON TABLE engram.memories IS 'engram: one row per memory; write through the engram.* functions';
@@ -96,7 +107,13 @@ CREATE TABLE engram.audit_log (
     actor     text NOT NULL DEFAULT current_user,
     action    text NOT NULL,
     memory_id uuid,
-    details   jsonb NOT NULL DEFAULT '{}'
+    details   jsonb NOT NULL DEFAULT '{}',
+    -- the binding of the call (engram.bind): the token, the owner it acted
+    -- for when that differs from the token's, and the internal context
+    token_id         uuid,
+    token_label      text,
+    act_as           text,
+    internal_context jsonb
 );
 CREATE INDEX audit_log_owner_at ON engram.audit_log (owner, at);
 CREATE INDEX audit_log_memory ON engram.audit_log (memory_id) WHERE memory_id IS NOT NULL;
@@ -116,28 +133,10 @@ BEGIN
 END
 $$;
 
-GRANT USAGE ON SCHEMA engram TO engram_agent;
-GRANT SELECT, INSERT, UPDATE, DELETE ON engram.memories, engram.revisions, engram.memory_access TO engram_agent;
-GRANT SELECT, INSERT ON engram.audit_log TO engram_agent;
-
 ALTER TABLE engram.memories ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.revisions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.memory_access ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.audit_log ENABLE ROW LEVEL SECURITY;
-
--- current_setting(..., true) is NULL when unset, and NULL matches no row.
-CREATE POLICY owner_isolation ON engram.memories TO engram_agent
-    USING (owner = current_setting('engram.owner', true))
-    WITH CHECK (owner = current_setting('engram.owner', true));
-CREATE POLICY owner_isolation ON engram.revisions TO engram_agent
-    USING (owner = current_setting('engram.owner', true))
-    WITH CHECK (owner = current_setting('engram.owner', true));
-CREATE POLICY owner_isolation ON engram.memory_access TO engram_agent
-    USING (owner = current_setting('engram.owner', true))
-    WITH CHECK (owner = current_setting('engram.owner', true));
-CREATE POLICY owner_isolation ON engram.audit_log TO engram_agent
-    USING (owner = current_setting('engram.owner', true))
-    WITH CHECK (owner = current_setting('engram.owner', true));
 
 -- API tokens for engram-mcp. Only a SHA-256 of each token is stored; the
 -- plaintext is returned once by engram.create_token. No role but the owner of
@@ -151,6 +150,56 @@ CREATE TABLE engram.tokens (
     token_sha256 bytea NOT NULL UNIQUE,
     created_at   timestamptz NOT NULL DEFAULT now(),
     last_used_at timestamptz,
-    revoked_at   timestamptz
+    revoked_at   timestamptz,
+    expires_at   timestamptz
 );
 SELECT pg_catalog.pg_extension_config_dump('engram.tokens', '');
+
+-- Sharing (SPEC 8.3, 8.4). Whether an owner's ghost talks to others at all,
+-- and the trust it gives accessors without a grant of their own.
+CREATE TABLE engram.ghost_settings (
+    owner         text PRIMARY KEY CHECK (owner <> ''),
+    enabled       boolean NOT NULL DEFAULT true,
+    default_trust smallint NOT NULL DEFAULT 1 CHECK (default_trust BETWEEN 0 AND 5),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- The trust an owner gives one accessor: 0 blocks, 1-5 shows memories of
+-- access_level up to it.
+CREATE TABLE engram.grants (
+    owner      text NOT NULL CHECK (owner <> ''),
+    accessor   text NOT NULL CHECK (accessor <> ''),
+    trust      smallint NOT NULL CHECK (trust BETWEEN 0 AND 5),
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (owner, accessor)
+);
+
+-- A memory published to a space (every space ghost conversation of it reads
+-- it) or to a group (group ghost conversations of its members read it).
+CREATE TABLE engram.publications (
+    id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    memory_id    uuid NOT NULL REFERENCES engram.memories (id) ON DELETE CASCADE,
+    owner        text NOT NULL,
+    space        text CHECK (space <> ''),
+    group_id     text CHECK (group_id <> ''),
+    published_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((space IS NULL) <> (group_id IS NULL))
+);
+CREATE UNIQUE INDEX publications_target ON engram.publications (memory_id, coalesce(space, ''), coalesce(group_id, ''));
+CREATE INDEX publications_space ON engram.publications (space) WHERE space IS NOT NULL;
+CREATE INDEX publications_group ON engram.publications (group_id) WHERE group_id IS NOT NULL;
+
+CREATE TABLE engram.group_members (
+    group_id text NOT NULL CHECK (group_id <> ''),
+    member   text NOT NULL CHECK (member <> ''),
+    added_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, member)
+);
+SELECT pg_catalog.pg_extension_config_dump('engram.ghost_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.grants', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.publications', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.group_members', '');
+
+ALTER TABLE engram.ghost_settings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.grants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.publications ENABLE ROW LEVEL SECURITY;

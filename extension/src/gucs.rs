@@ -24,7 +24,14 @@ static HNSW_MIN_SELECTIVITY: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 /// much as one HNSW pass at ef_search 40 (see docs/BENCHMARKS.md).
 static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
+/// SUSET: only superusers (and roles granted SET on it) set it directly;
+/// everyone else binds through engram.bind(token), which sets it too.
 static OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// Who bound the transaction (token id and label, act_as, internal context),
+/// as JSON written by engram.bind; read into every audit row.
+static BINDING: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The owner engram.bind(NULL) binds while no token exists at all.
+static ANONYMOUS_OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"local"));
 
 pub fn init() {
     GucRegistry::define_float_guc(
@@ -102,7 +109,23 @@ pub fn init() {
         c"The owner (collection) this session acts for.",
         c"Functions default their owner argument to it; under the engram_agent role RLS shows only this owner's rows.",
         &OWNER,
-        GucContext::Userset,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"engram.binding",
+        c"Who bound this transaction to engram.owner (set by engram.bind).",
+        c"JSON with token_id, token_label, act_as and the internal context; copied into audit rows.",
+        &BINDING,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"engram.anonymous_owner",
+        c"The owner that engram.bind(token => NULL) binds while no token exists.",
+        c"Only used before the first engram.create_token; default 'local'.",
+        &ANONYMOUS_OWNER,
+        GucContext::Suset,
         GucFlags::default(),
     );
     // SAFETY: called from _PG_init, in the backend's main thread, with a
@@ -143,4 +166,26 @@ fn _setting_hnsw_min_selectivity() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_exact_search_rows() -> i32 {
     EXACT_SEARCH_ROWS.get()
+}
+
+fn text(setting: &GucSetting<Option<CString>>) -> Option<String> {
+    setting
+        .get()
+        .and_then(|s| s.to_str().ok().map(str::to_string))
+        .filter(|s| !s.is_empty())
+}
+
+/// engram.owner, NULL when unset or empty.
+pub fn owner() -> Option<String> {
+    text(&OWNER)
+}
+
+/// engram.binding, NULL when unset or empty.
+pub fn binding() -> Option<String> {
+    text(&BINDING)
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_anonymous_owner() -> Option<String> {
+    text(&ANONYMOUS_OWNER)
 }

@@ -8,11 +8,13 @@
 
 use pgrx::prelude::*;
 
+mod binding;
 mod checks;
 mod errors;
 mod gucs;
 mod scope;
 mod scoring;
+mod upgrade;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -21,7 +23,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
 }
 
-// Tables, indexes, the engram_agent role and RLS policies come first;
-// the plpgsql API last, once every Rust function it calls exists.
+// Tables, indexes and the engram_agent role come first; the plpgsql API,
+// policies and privileges last, once every Rust function they call exists.
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 extension_sql_file!("../sql/api.sql", name = "api", finalize);

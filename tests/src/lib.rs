@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 pub use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row};
 pub use uuid::Uuid;
 
@@ -70,14 +71,42 @@ impl TestDb {
         TestDb { name, admin }
     }
 
-    /// A connection as the restricted login role `engram_app` (granted
-    /// engram_agent), with engram.owner set for the session.
-    pub async fn agent(&self, owner: &str) -> Client {
-        let c = connect(&self.name, "engram_app").await;
-        c.execute("SELECT set_config('engram.owner', $1, false)", &[&owner])
+    /// A new token (plaintext) for `owner`, minted by the superuser.
+    pub async fn token(&self, owner: &str, platform: bool) -> String {
+        self.admin
+            .query_one(
+                "SELECT engram.create_token(owner => $1, label => 'test', platform => $2)",
+                &[&owner, &platform],
+            )
             .await
-            .expect("set engram.owner");
-        c
+            .expect("create_token")
+            .get(0)
+    }
+
+    /// The restricted login role `engram_app` (granted engram_agent) with a
+    /// user token of `owner`: every statement runs in its own transaction,
+    /// bound with engram.bind, as engram-mcp does.
+    pub async fn agent(&self, owner: &str) -> Agent {
+        let token = self.token(owner, false).await;
+        Agent {
+            client: connect(&self.name, "engram_app").await,
+            bind: "SELECT engram.bind($1)".into(),
+            args: vec![token],
+        }
+    }
+
+    /// As `agent`, but with a platform token of `platform_owner` bound with
+    /// extra engram.bind arguments, e.g. `act_as => $2, internal_type => $3`
+    /// (`args` are $2...).
+    pub async fn platform_agent(&self, platform_owner: &str, bind_extra: &str, args: &[&str]) -> Agent {
+        let token = self.token(platform_owner, true).await;
+        let mut all = vec![token];
+        all.extend(args.iter().map(|a| a.to_string()));
+        Agent {
+            client: connect(&self.name, "engram_app").await,
+            bind: format!("SELECT engram.bind($1, {bind_extra})"),
+            args: all,
+        }
     }
 
     /// A connection as `engram_app` with no engram.owner set.
@@ -88,6 +117,77 @@ impl TestDb {
     /// Another superuser connection (e.g. for concurrency tests).
     pub async fn admin_connection(&self) -> Client {
         connect(&self.name, "postgres").await
+    }
+}
+
+/// A database without engram, for installing a chosen version.
+pub async fn empty_database() -> (String, Client) {
+    let name = format!("e_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+    let root = connect("postgres", "postgres").await;
+    root.batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let admin = connect(&name, "postgres").await;
+    (name, admin)
+}
+
+/// A connection to `db` as `user`.
+pub async fn connect_as(db: &str, user: &str) -> Client {
+    connect(db, user).await
+}
+
+/// A restricted session whose every statement runs in its own transaction
+/// after `engram.bind` (a binding is transaction-local).
+pub struct Agent {
+    pub client: Client,
+    bind: String,
+    args: Vec<String>,
+}
+
+/// What the helpers below need of a connection: a superuser `Client`, or an
+/// `Agent` that binds each statement's transaction.
+#[allow(async_fn_in_trait)]
+pub trait Sql {
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error>;
+
+    async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, tokio_postgres::Error> {
+        let mut rows = self.query(sql, params).await?;
+        assert_eq!(rows.len(), 1, "expected one row from {sql}");
+        Ok(rows.remove(0))
+    }
+}
+
+impl Sql for Client {
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
+        Client::query(self, sql, params).await
+    }
+}
+
+impl Sql for Agent {
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
+        self.client.batch_execute("BEGIN").await?;
+        let args: Vec<&(dyn ToSql + Sync)> = self.args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        let result = match self.client.query(self.bind.as_str(), &args).await {
+            Ok(_) => self.client.query(sql, params).await,
+            Err(e) => Err(e),
+        };
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        self.client.batch_execute(end).await?;
+        result
+    }
+}
+
+impl Agent {
+    pub async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+        self.client.batch_execute("BEGIN").await?;
+        let args: Vec<&(dyn ToSql + Sync)> = self.args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        let result = match self.client.query(self.bind.as_str(), &args).await {
+            Ok(_) => self.client.execute(sql, params).await,
+            Err(e) => Err(e),
+        };
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        self.client.batch_execute(end).await?;
+        result
     }
 }
 
@@ -105,7 +205,7 @@ pub fn vec_text(v: &[f32]) -> String {
 /// Calls `engram.remember` as `client` with text, embedding and extra named
 /// arguments (SQL fragments with no user values, e.g. `kind => 'episodic'`).
 pub async fn remember(
-    client: &Client,
+    client: &impl Sql,
     owner: &str,
     content: &str,
     emb: &[f32],
@@ -118,7 +218,7 @@ pub async fn remember(
 }
 
 pub async fn try_remember(
-    client: &Client,
+    client: &impl Sql,
     owner: &str,
     content: &str,
     emb: &[f32],
@@ -138,7 +238,7 @@ pub async fn try_remember(
 }
 
 /// Created id of a memory that must not conflict.
-pub async fn create(client: &Client, owner: &str, content: &str, emb: &[f32], extra: &str) -> Uuid {
+pub async fn create(client: &impl Sql, owner: &str, content: &str, emb: &[f32], extra: &str) -> Uuid {
     let (status, id, conflicts) = remember(client, owner, content, emb, extra).await;
     assert_eq!(
         status, "created",

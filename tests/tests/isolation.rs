@@ -2,9 +2,8 @@
 //! isolation, enforced in SQL.
 
 use engram_tests::*;
-use tokio_postgres::Client;
 
-async fn ids(c: &Client, sql: &str) -> Vec<Uuid> {
+async fn ids(c: &impl Sql, sql: &str) -> Vec<Uuid> {
     c.query(sql, &[]).await.expect(sql).iter().map(|r| r.get(0)).collect()
 }
 
@@ -34,28 +33,22 @@ async fn restricted_role_sees_only_its_owner_even_with_raw_select() {
     }
     let visible = ids(&alice, "SELECT id FROM engram.memories").await;
     assert_eq!(visible, vec![alice_id]);
-    // raw writes are bound too
-    let (code, _) = sqlstate(
-        alice
-            .execute(
-                "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key) VALUES ('bob', 'x', '\\x00', '\\x00')",
-                &[],
-            )
-            .await,
-    );
-    assert_eq!(code, "42501");
-    let n = alice
-        .execute("UPDATE engram.memories SET importance = 0.1", &[])
-        .await
-        .unwrap();
-    assert_eq!(n, 1, "only alice's row is updatable");
-    let n = alice
-        .execute("DELETE FROM engram.memories WHERE id = $1", &[&bob_id])
-        .await
-        .unwrap();
-    assert_eq!(n, 0);
+    // no direct writes at all, not even to its own rows: every change goes
+    // through engram's functions, which audit it
+    for sql in [
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key) VALUES ('alice', 'x', '\\x00', '\\x00')",
+        "UPDATE engram.memories SET importance = 0.1",
+        "UPDATE engram.memories SET trust_score = 1",
+        "DELETE FROM engram.memories",
+        "DELETE FROM engram.revisions",
+        "DELETE FROM engram.audit_log",
+        "INSERT INTO engram.audit_log (owner, action) VALUES ('alice', 'forged')",
+    ] {
+        let (code, _) = sqlstate(alice.execute(sql, &[]).await);
+        assert_eq!(code, "42501", "{sql}");
+    }
 
-    // functions default to engram.owner and refuse another explicit owner
+    // functions default to the bound owner and refuse another explicit owner
     let hits = ids(&alice, "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]')").await;
     assert_eq!(hits, vec![alice_id]);
     let (code, msg) = sqlstate(
@@ -67,14 +60,15 @@ async fn restricted_role_sees_only_its_owner_even_with_raw_select() {
             .await,
     );
     assert_eq!(code, "42501");
-    assert!(msg.contains("engram.owner"), "{msg}");
+    assert!(msg.contains("bound owner"), "{msg}");
     let (code, _) = sqlstate(try_remember(&alice, "bob", "planted", &[0.0, 1.0, 0.0, 0.0], "").await);
     assert_eq!(code, "42501");
-    // without engram.owner nothing is visible and functions refuse
+    // without a binding nothing is visible and functions refuse
     let anon = db.agent_without_owner().await;
     assert!(ids(&anon, "SELECT id FROM engram.memories").await.is_empty());
-    let (code, _) = sqlstate(anon.query("SELECT * FROM engram.list()", &[]).await);
+    let (code, msg) = sqlstate(anon.query("SELECT * FROM engram.list()", &[]).await);
     assert_eq!(code, "42501");
+    assert!(msg.contains("engram.bind"), "{msg}");
     // administrative functions are not for agents
     let (code, _) = sqlstate(alice.query("SELECT engram.configure(embedding_dims => 8)", &[]).await);
     assert_eq!(code, "42501");
@@ -90,8 +84,20 @@ async fn restricted_role_sees_only_its_owner_even_with_raw_select() {
 async fn a_foreign_id_looks_exactly_like_a_missing_one() {
     let db = TestDb::new(4).await;
     let bob_id = create(&db.admin, "bob", "bob's memory", &[1.0, 0.0, 0.0, 0.0], "").await;
+    foreign_ids_look_missing(&db.admin, bob_id).await;
+    foreign_ids_look_missing(&db.agent("alice").await, bob_id).await;
+    // bob's memory is untouched
+    let n = count(
+        &db,
+        &format!("SELECT count(*) FROM engram.memories WHERE id = '{bob_id}' AND status = 'active' AND tags = '{{}}'"),
+    )
+    .await;
+    assert_eq!(n, 1);
+}
+
+async fn foreign_ids_look_missing(client: &impl Sql, bob_id: Uuid) {
     let missing = Uuid::new_v4();
-    for client in [&db.admin, &db.agent("alice").await] {
+    {
         for (fmt, extra) in [
             ("SELECT * FROM engram.recall(owner => 'alice', id => $1)", ""),
             ("SELECT engram.update(owner => 'alice', id => $1, tags => '{x}')", ""),
@@ -110,13 +116,6 @@ async fn a_foreign_id_looks_exactly_like_a_missing_one() {
             );
         }
     }
-    // bob's memory is untouched
-    let n = count(
-        &db,
-        &format!("SELECT count(*) FROM engram.memories WHERE id = '{bob_id}' AND status = 'active' AND tags = '{{}}'"),
-    )
-    .await;
-    assert_eq!(n, 1);
 }
 
 /// bob's collection holds memories of two ghost conversations (alice's and
@@ -469,7 +468,14 @@ async fn the_whole_api_works_under_the_restricted_role() {
     alice.query_one("SELECT engram.rescore()", &[]).await.unwrap();
     let s: serde_json::Value = alice.query_one("SELECT engram.stats()", &[]).await.unwrap().get(0);
     assert_eq!(s["by_status"]["archived"], 2);
-    // every audit row this role wrote is alice's, and there is one per write
+    // every audit row this role wrote is alice's, names its token, and
+    // there is one per write
+    let unnamed = count(
+        &db,
+        "SELECT count(*) FROM engram.audit_log WHERE actor = 'engram_app' AND (token_id IS NULL OR token_label <> 'test')",
+    )
+    .await;
+    assert_eq!(unnamed, 0);
     let foreign = count(
         &db,
         "SELECT count(*) FROM engram.audit_log WHERE actor = 'engram_app' AND owner IS DISTINCT FROM 'alice'",

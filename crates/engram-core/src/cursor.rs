@@ -33,7 +33,13 @@ pub fn decode(cursor: &str, order_by: &str) -> Result<(String, String)> {
             "keep order_by the same across pages, or start again without after",
         ));
     }
-    if hex.len() % 2 != 0 || id.len() != 36 {
+    // Only ASCII hex digits: slicing below is by byte, and a multi-byte
+    // character would otherwise split mid-character (a panic, not an error).
+    if hex.len() % 2 != 0
+        || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+        || id.len() != 36
+        || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+    {
         return Err(bad("pass the next_cursor of a previous engram.list call unchanged"));
     }
     let bytes: Option<Vec<u8>> = (0..hex.len())
@@ -70,5 +76,15 @@ mod tests {
         assert!(decode("garbage", "created_at").is_err());
         assert!(decode(&format!("v1.created_at.zz.{ID}"), "created_at").is_err());
         assert!(decode("v2.created_at.78.x", "created_at").is_err());
+    }
+
+    #[test]
+    fn multibyte_characters_are_an_error_not_a_panic() {
+        for hex in ["é7", "7é", "ab€€", "日本"] {
+            let c = format!("v1.created_at.{hex}.{ID}");
+            assert!(decode(&c, "created_at").is_err(), "{hex}");
+        }
+        let id = "3f2504e0-4f89-41d3-9a0c-0305e82c33é";
+        assert!(decode(&format!("v1.created_at.78.{id}"), "created_at").is_err());
     }
 }

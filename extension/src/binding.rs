@@ -1,0 +1,65 @@
+//! Who a call acts for (SPEC 8.1).
+//!
+//! The API functions run as the extension's owner (SECURITY DEFINER), so
+//! `current_user` inside them is not the caller. The role that called is the
+//! *outer* role: the login role, or the role a `SET ROLE` chose. Postgres
+//! keeps it apart from the definer's, and these functions read it.
+//!
+//! A caller is *privileged* when it may set `engram.owner` itself (a
+//! superuser, or a role granted `SET ON PARAMETER engram.owner`, i.e. a DBA).
+//! Everyone else is *restricted*: bound only through `engram.bind(token)`,
+//! acting only for the bound owner.
+
+use crate::gucs;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+
+/// The owner the transaction is bound to (`engram.owner`), or NULL.
+/// Row-level security calls this instead of reading the setting in SQL, so
+/// that the library (and with it the SUSET definition of the setting) is
+/// always loaded first: a placeholder value that an unprivileged role set
+/// before the library loaded is discarded by Postgres at that moment.
+#[pg_extern(stable, parallel_safe)]
+fn _bound_owner() -> Option<String> {
+    gucs::owner()
+}
+
+/// The JSON that engram.bind left in `engram.binding` (token, act_as,
+/// internal context), or NULL.
+#[pg_extern(stable, parallel_safe)]
+fn _binding() -> Option<pgrx::JsonB> {
+    gucs::binding()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .map(pgrx::JsonB)
+}
+
+fn outer_role() -> pg_sys::Oid {
+    // SAFETY: reads a backend-global set by login and SET ROLE.
+    unsafe { pg_sys::GetOuterUserId() }
+}
+
+/// Whether the calling role may set `engram.owner` directly.
+#[pg_extern(volatile, parallel_safe)]
+fn _caller_privileged() -> bool {
+    let role = outer_role();
+    // SAFETY: catalogue lookups on a valid role oid within a transaction.
+    unsafe {
+        pg_sys::superuser_arg(role)
+            || pg_sys::pg_parameter_aclcheck(c"engram.owner".as_ptr(), role, pg_sys::ACL_SET as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
+    }
+}
+
+/// Name of the calling role, for audit rows and revisions.
+#[pg_extern(volatile, parallel_safe)]
+fn _caller_role() -> String {
+    // SAFETY: a valid role oid; the name is palloc'd and copied out.
+    unsafe {
+        let name = pg_sys::GetUserNameFromId(outer_role(), true);
+        if name.is_null() {
+            return "unknown".to_string();
+        }
+        CStr::from_ptr(name).to_string_lossy().into_owned()
+    }
+}

@@ -1,0 +1,130 @@
+-- engram 0.1.0 -> 0.2.0 (ALTER EXTENSION engram UPDATE TO '0.2.0')
+--
+-- 0.2.0 binds the restricted role only through engram.bind(token), takes
+-- away its direct writes, audits who acted, and adds trust-gated sharing
+-- (SPEC 8). Data is kept: memories, revisions, access statistics, the audit
+-- log and tokens stay as they are; new columns get their defaults.
+--
+-- How an upgrade script is built (sql/README.md): 1. drop the previous
+-- version's API (functions, result types, policies, the agent's grants);
+-- 2. change the tables exactly as the new schema.sql declares them; 3.
+-- create the new Rust functions; 4. load the new api.sql from the library.
+-- tests/tests/upgrade.rs checks that the result equals a fresh install.
+\echo Use "ALTER EXTENSION engram UPDATE TO '0.2.0'" to load this file. \quit
+
+-- 1. The 0.1.0 API.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+        WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END
+$$;
+DROP TYPE engram.search_hit, engram.recalled_memory, engram.listed_memory;
+DROP POLICY owner_isolation ON engram.memories;
+DROP POLICY owner_isolation ON engram.revisions;
+DROP POLICY owner_isolation ON engram.memory_access;
+DROP POLICY owner_isolation ON engram.audit_log;
+-- 0.1.0 let engram_agent write the tables directly; 0.2.0 grants SELECT only.
+REVOKE ALL ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log FROM engram_agent;
+
+-- 2. Tables.
+ALTER TABLE engram.memories
+    ADD COLUMN access_level smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5);
+ALTER TABLE engram.audit_log
+    ADD COLUMN token_id uuid,
+    ADD COLUMN token_label text,
+    ADD COLUMN act_as text,
+    ADD COLUMN internal_context jsonb;
+ALTER TABLE engram.tokens ADD COLUMN expires_at timestamptz;
+
+-- Sharing (SPEC 8.3, 8.4). Whether an owner's ghost talks to others at all,
+-- and the trust it gives accessors without a grant of their own.
+CREATE TABLE engram.ghost_settings (
+    owner         text PRIMARY KEY CHECK (owner <> ''),
+    enabled       boolean NOT NULL DEFAULT true,
+    default_trust smallint NOT NULL DEFAULT 1 CHECK (default_trust BETWEEN 0 AND 5),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- The trust an owner gives one accessor: 0 blocks, 1-5 shows memories of
+-- access_level up to it.
+CREATE TABLE engram.grants (
+    owner      text NOT NULL CHECK (owner <> ''),
+    accessor   text NOT NULL CHECK (accessor <> ''),
+    trust      smallint NOT NULL CHECK (trust BETWEEN 0 AND 5),
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (owner, accessor)
+);
+
+-- A memory published to a space (every space ghost conversation of it reads
+-- it) or to a group (group ghost conversations of its members read it).
+CREATE TABLE engram.publications (
+    id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    memory_id    uuid NOT NULL REFERENCES engram.memories (id) ON DELETE CASCADE,
+    owner        text NOT NULL,
+    space        text CHECK (space <> ''),
+    group_id     text CHECK (group_id <> ''),
+    published_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((space IS NULL) <> (group_id IS NULL))
+);
+CREATE UNIQUE INDEX publications_target ON engram.publications (memory_id, coalesce(space, ''), coalesce(group_id, ''));
+CREATE INDEX publications_space ON engram.publications (space) WHERE space IS NOT NULL;
+CREATE INDEX publications_group ON engram.publications (group_id) WHERE group_id IS NOT NULL;
+
+CREATE TABLE engram.group_members (
+    group_id text NOT NULL CHECK (group_id <> ''),
+    member   text NOT NULL CHECK (member <> ''),
+    added_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, member)
+);
+SELECT pg_catalog.pg_extension_config_dump('engram.ghost_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.grants', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.publications', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.group_members', '');
+
+ALTER TABLE engram.ghost_settings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.grants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.publications ENABLE ROW LEVEL SECURITY;
+
+-- 3. Rust functions new in 0.2.0 (as cargo pgrx schema writes them).
+CREATE FUNCTION engram."_bound_owner"() RETURNS TEXT /* Option < String > */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_bound_owner_wrapper';
+
+CREATE FUNCTION engram."_binding"() RETURNS jsonb /* Option < pgrx :: JsonB > */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_binding_wrapper';
+
+CREATE FUNCTION engram."_caller_privileged"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_caller_privileged_wrapper';
+
+CREATE FUNCTION engram."_caller_role"() RETURNS TEXT /* String */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_caller_role_wrapper';
+
+CREATE FUNCTION engram."_setting_anonymous_owner"() RETURNS TEXT /* Option < String > */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_setting_anonymous_owner_wrapper';
+
+CREATE FUNCTION engram."_install_api"(
+	"version" TEXT /* & str */
+) RETURNS bool /* bool */
+STRICT VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_install_api_wrapper';
+-- 4. The 0.2.0 API, from the library (engram._install_api loads it only when
+-- the library is 0.2.0; a later hop loads a later API).
+SELECT engram._install_api('0.2.0');
