@@ -32,6 +32,7 @@ BEGIN
         END IF;
         RETURN p_owner;
     END IF;
+    PERFORM engram._check_search_path();
     IF v_bound IS NULL THEN
         RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
             USING ERRCODE = '42501';
@@ -41,6 +42,64 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     RETURN v_bound;
+END
+$fn$;
+
+-- engram's public functions run with the extension owner's rights, and
+-- resolve names through a search_path holding engram's and pgvector's
+-- schemas after pg_catalog. Postgres picks the best-matching function or
+-- operator across every schema on the path, so an object planted in either
+-- schema (a convert_to(text, text) beside pg_catalog's convert_to(text,
+-- name), say) would run with those rights. Before acting for a restricted
+-- caller, engram checks that only superusers can create objects there and
+-- refuses otherwise, naming the grant to revoke. Every call in here is
+-- schema-qualified.
+CREATE FUNCTION engram._check_search_path() RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_role   text;
+    v_schema text;
+BEGIN
+    SELECT r.rolname, n.nspname INTO v_role, v_schema
+    FROM pg_catalog.pg_extension e
+    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+    -- predefined roles (pg_*) are skipped: pg_database_owner's CREATE on
+    -- public is checked through the database owner, a role of its own
+    JOIN pg_catalog.pg_roles r ON NOT r.rolsuper AND NOT r.rolname OPERATOR(pg_catalog.~~) 'pg\_%'::text
+         AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE'::text)
+    WHERE e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::name[])
+    LIMIT 1;
+    IF v_role IS NOT NULL THEN
+        RAISE EXCEPTION 'engram refuses to act for a restricted role: role % can create objects in schema %, which engram''s elevated functions search; REVOKE CREATE ON SCHEMA % FROM % (or install pgvector in a schema only superusers can write)', v_role, v_schema, v_schema, v_role
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+
+-- The same, and no function or operator that a non-superuser owns (planted
+-- while it could create there) sits in those schemas. Run where a
+-- transaction starts acting (bind, authenticate, has_tokens); a scan of
+-- pg_proc is too slow for every call, and planting again within the
+-- transaction needs the CREATE privilege that every call checks.
+CREATE FUNCTION engram._check_planted() RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_object text;
+BEGIN
+    PERFORM engram._check_search_path();
+    SELECT o.what INTO v_object FROM (
+        SELECT p.oid::regprocedure::text AS what, p.proowner AS owner, p.pronamespace AS ns FROM pg_catalog.pg_proc p
+        UNION ALL
+        SELECT o.oid::regoperator::text, o.oprowner, o.oprnamespace FROM pg_catalog.pg_operator o
+    ) o
+    JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) o.ns
+         AND e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::name[])
+    JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner AND NOT r.rolsuper
+    LIMIT 1;
+    IF v_object IS NOT NULL THEN
+        RAISE EXCEPTION 'engram refuses to act for a restricted role: % is owned by a non-superuser and sits in a schema engram''s elevated functions search; a superuser must drop it', v_object
+            USING ERRCODE = '42501';
+    END IF;
 END
 $fn$;
 
@@ -80,9 +139,11 @@ $fn$;
 -- _owner and _check_context in one call: the owner a memory call acts for.
 CREATE FUNCTION engram._caller(p_owner text, p_internal_type text, p_scope text[], p_write boolean) RETURNS text
 LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._owner(p_owner);
 BEGIN
     PERFORM engram._check_context(p_internal_type, p_scope, p_write);
-    RETURN engram._owner(p_owner);
+    RETURN v_owner;
 END
 $fn$;
 
@@ -116,7 +177,7 @@ CREATE FUNCTION engram._dedup_key(p_content text, p_internal_type text, p_scope 
 RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT sha256(convert_to(jsonb_build_array(
         p_content, p_internal_type, p_scope,
-        CASE WHEN p_kind = 'episodic' THEN p_session END)::text, 'UTF8'))
+        CASE WHEN p_kind = 'episodic' THEN p_session END)::text, 'UTF8'::name))
 $fn$;
 
 CREATE FUNCTION engram._trust_of(p_author text, p_created timestamptz, p_corrections integer, p_flags integer)
@@ -490,7 +551,7 @@ BEGIN
          author_type, importance, trust_score, session_id, expires_at, access_level)
     VALUES
         (v_owner, v_kind, remember.internal_type, remember.content,
-         sha256(convert_to(remember.content, 'UTF8')), v_key, v_tags, v_metadata, remember.embedding,
+         sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
          engram._trust_of(remember.author_type, now(), 0, 0), remember.session_id,
          now() + remember.ttl, remember.access_level)
@@ -568,7 +629,7 @@ BEGIN
     v_correct := r.correction_count + CASE WHEN coalesce(update.is_correction, true) THEN 1 ELSE 0 END;
     UPDATE engram.memories AS m SET
         content = v_content,
-        content_sha256 = sha256(convert_to(v_content, 'UTF8')),
+        content_sha256 = sha256(convert_to(v_content, 'UTF8'::name)),
         dedup_key = v_key,
         embedding = coalesce(update.embedding, m.embedding),
         tags = v_tags,
@@ -720,7 +781,7 @@ BEGIN
         (id, owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
          author_type, importance, trust_score)
     SELECT v_id, v_owner, v_kind, consolidate.internal_type, consolidate.content,
-           sha256(convert_to(consolidate.content, 'UTF8')), v_key, v_tags,
+           sha256(convert_to(consolidate.content, 'UTF8'::name)), v_key, v_tags,
            jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids)), consolidate.embedding,
            v_author, max(s.importance), engram._trust_of(v_author, now(), 0, 0)
     FROM unnest(v_src) s;
@@ -769,7 +830,7 @@ BEGIN
         (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata,
          embedding, author_type, importance, trust_score)
     VALUES (v_id, v_owner, 'procedural', 'skill', crystallize.internal_type, crystallize.content,
-            sha256(convert_to(crystallize.content, 'UTF8')),
+            sha256(convert_to(crystallize.content, 'UTF8'::name)),
             engram._dedup_key(crystallize.content, crystallize.internal_type, engram._scope_of(v_tags), 'procedural', NULL),
             v_tags, jsonb_build_object('name', crystallize.name, 'crystallized_from', to_jsonb(crystallize.ids)),
             crystallize.embedding, 'agent', 0.5, engram._trust_of('agent', now(), 0, 0));
@@ -1261,7 +1322,7 @@ $fn$;
 CREATE FUNCTION engram._token(p_token text) RETURNS engram.tokens
 LANGUAGE sql STABLE AS $fn$
     SELECT t.* FROM engram.tokens t
-    WHERE t.token_sha256 = sha256(convert_to(coalesce(p_token, ''), 'UTF8'))
+    WHERE t.token_sha256 = sha256(convert_to(coalesce(p_token, ''), 'UTF8'::name))
       AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
 $fn$;
 
@@ -1293,7 +1354,7 @@ BEGIN
     END IF;
     INSERT INTO engram.tokens AS t (owner, label, platform, token_sha256, expires_at)
     VALUES (create_token.owner, create_token.label, coalesce(create_token.platform, false),
-            sha256(convert_to(v_token, 'UTF8')), now() + create_token.expires)
+            sha256(convert_to(v_token, 'UTF8'::name)), now() + create_token.expires)
     RETURNING t.id INTO v_id;
     PERFORM engram._audit(create_token.owner, 'create_token', NULL,
         jsonb_build_object('token_id', v_id, 'platform', coalesce(create_token.platform, false),
@@ -1325,6 +1386,9 @@ DECLARE
     v_platform boolean := false;
     v_internal jsonb;
 BEGIN
+    IF NOT engram._caller_privileged() THEN
+        PERFORM engram._check_planted();
+    END IF;
     IF bind.token IS NULL THEN
         IF engram.has_tokens() THEN
             RAISE EXCEPTION 'a token is required; pass token => ''eg_...'' (a DBA creates one with engram.create_token)'
@@ -1396,8 +1460,12 @@ CREATE FUNCTION engram.authenticate(token text)
 RETURNS TABLE (owner text, platform boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    r engram.tokens := engram._token(authenticate.token);
+    r engram.tokens;
 BEGIN
+    IF NOT engram._caller_privileged() THEN
+        PERFORM engram._check_planted();
+    END IF;
+    r := engram._token(authenticate.token);
     IF r.id IS NULL THEN
         RETURN;
     END IF;
@@ -1412,9 +1480,14 @@ $fn$;
 -- Whether any usable token exists: while none does, engram.bind(NULL) binds
 -- the anonymous owner, and engram-mcp serves loopback clients without one.
 CREATE FUNCTION engram.has_tokens() RETURNS boolean
-LANGUAGE sql STABLE AS $fn$
-    SELECT EXISTS (SELECT 1 FROM engram.tokens t
-                   WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()))
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF NOT engram._caller_privileged() THEN
+        PERFORM engram._check_planted();
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM engram.tokens t
+                   WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()));
+END
 $fn$;
 
 -- Revokes a token by id, or the tokens with a label (of one owner, or of
@@ -1464,7 +1537,7 @@ BEGIN
     END IF;
     INSERT INTO engram.ghost_settings AS g (owner, enabled, default_trust)
     VALUES (v_owner, coalesce(ghost_settings.enabled, true), ghost_settings.default_trust)
-    ON CONFLICT (owner) DO UPDATE SET enabled = excluded.enabled, default_trust = excluded.default_trust,
+    ON CONFLICT ON CONSTRAINT ghost_settings_pkey DO UPDATE SET enabled = excluded.enabled, default_trust = excluded.default_trust,
                                       updated_at = now();
     PERFORM engram._audit(v_owner, 'ghost_settings', NULL,
         jsonb_build_object('enabled', coalesce(ghost_settings.enabled, true), 'default_trust', ghost_settings.default_trust));
@@ -1495,7 +1568,7 @@ BEGIN
     END IF;
     INSERT INTO engram.grants AS g (owner, accessor, trust)
     VALUES (v_owner, "grant".accessor, "grant".trust)
-    ON CONFLICT (owner, accessor) DO UPDATE SET trust = excluded.trust, granted_at = now();
+    ON CONFLICT ON CONSTRAINT grants_pkey DO UPDATE SET trust = excluded.trust, granted_at = now();
     PERFORM engram._audit(v_owner, 'grant', NULL, jsonb_build_object('accessor', "grant".accessor, 'trust', "grant".trust));
     RETURN "grant".trust;
 END
@@ -1717,7 +1790,7 @@ BEGIN
     PERFORM engram._require_writable(r, 'publish');
     INSERT INTO engram.publications AS p (memory_id, owner, space, group_id)
     VALUES (r.id, v_owner, publish.space, publish.group_id)
-    ON CONFLICT (memory_id, coalesce(space, ''), coalesce(group_id, '')) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING p.id INTO v_pub;
     IF v_pub IS NULL THEN
         SELECT p.id INTO v_pub FROM engram.publications p

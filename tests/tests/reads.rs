@@ -431,3 +431,98 @@ async fn stats_counts_by_kind_status_source_and_type() {
     let all: serde_json::Value = c.query_one("SELECT engram.stats()", &[]).await.unwrap().get(0);
     assert_eq!(all["total"], 4);
 }
+
+#[tokio::test]
+async fn a_hybrid_search_keeps_a_lexical_hit_whose_embedding_disagrees() {
+    // The exact token matches, but the stored embedding points the other way
+    // (negative cosine): fusion must keep it, whatever min_similarity says.
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let rare = create(c, "alice", "deploy failed with OPS-99172", &[-1.0, 0.0, 0.0, 0.0], "").await;
+    for i in 0..5 {
+        create(
+            c,
+            "alice",
+            &format!("routine note {i}"),
+            &axis(4, 0, 0.1 * i as f32),
+            "kind => 'episodic'",
+        )
+        .await;
+    }
+    for min in ["0", "0.5"] {
+        let got = ids(
+            c,
+            &format!(
+                "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]',
+                     query_text => 'OPS-99172', k => 3, min_similarity => {min})"
+            ),
+        )
+        .await;
+        assert!(got.contains(&rare), "min_similarity {min}: {got:?}");
+    }
+    // min_similarity still filters vector-only rows
+    let got = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', min_similarity => 0.5, k => 10)",
+    )
+    .await;
+    assert!(!got.contains(&rare));
+}
+
+#[tokio::test]
+async fn a_memory_past_its_expiry_is_gone_from_reads_before_expire_runs() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let brief = create(
+        c,
+        "alice",
+        "the door code is 1234 today",
+        &[1.0, 0.0, 0.0, 0.0],
+        "ttl => '1 hour'",
+    )
+    .await;
+    let kept = create(c, "alice", "the office is on floor 3", &[0.0, 1.0, 0.0, 0.0], "").await;
+    c.execute(
+        "UPDATE engram.memories SET expires_at = now() - interval '1 second' WHERE id = $1",
+        &[&brief],
+    )
+    .await
+    .unwrap();
+    for sql in [
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]')",
+        "SELECT id FROM engram.list(owner => 'alice')",
+    ] {
+        assert_eq!(ids(c, sql).await, vec![kept], "{sql}");
+    }
+    let lexical = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_text => 'door code')",
+    )
+    .await;
+    assert!(lexical.is_empty(), "{lexical:?}");
+    assert_eq!(
+        ids(c, "SELECT id FROM engram.list(owner => 'alice', status => 'expired')").await,
+        vec![brief]
+    );
+    let status: String = c
+        .query_one(
+            "SELECT status FROM engram.recall(owner => 'alice', id => $1)",
+            &[&brief],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "expired");
+    let (code, _) = sqlstate(
+        c.query(
+            "SELECT engram.update(owner => 'alice', id => $1, tags => '{x}')",
+            &[&brief],
+        )
+        .await,
+    );
+    assert_eq!(code, "55000");
+    // the same content again is a new memory, not a duplicate of the expired one
+    let (status, id, _) = remember(c, "alice", "the door code is 1234 today", &[1.0, 0.0, 0.0, 0.0], "").await;
+    assert_eq!(status, "created");
+    assert_ne!(id, Some(brief));
+}

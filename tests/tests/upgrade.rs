@@ -1,0 +1,186 @@
+//! ALTER EXTENSION engram UPDATE from the previous release (0.1.0, whose
+//! install script is checked in as sql/engram--0.1.0.sql): the data written
+//! under 0.1.0 survives, and the catalog equals a fresh install's.
+
+use engram_tests::*;
+use tokio_postgres::Client;
+
+/// Everything engram defines, one line per object, sorted: functions with
+/// their signature, body hash, volatility, security and settings; columns,
+/// defaults, constraints, indexes, policies, privileges, types, and the
+/// extension's member list.
+const CATALOG: &str = r#"
+WITH ns AS (SELECT 'engram'::regnamespace AS oid)
+SELECT line FROM (
+    SELECT 'function ' || p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)
+           || ' args(' || pg_get_function_arguments(p.oid) || ')'
+           || ' lang=' || l.lanname || ' secdef=' || p.prosecdef || ' vol=' || p.provolatile::text
+           || ' par=' || p.proparallel::text || ' strict=' || p.proisstrict || ' cost=' || p.procost
+           || ' rows=' || p.prorows || ' config=' || coalesce(array_to_string(p.proconfig, ','), '')
+           || ' acl=' || coalesce(p.proacl::text, '') || ' bin=' || coalesce(p.probin, '')
+           || ' src=' || md5(p.prosrc) AS line
+    FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang, ns WHERE p.pronamespace = ns.oid
+    UNION ALL
+    SELECT 'relation ' || c.relname || ' kind=' || c.relkind::text || ' rls=' || c.relrowsecurity
+           || ' force=' || c.relforcerowsecurity || ' persistence=' || c.relpersistence::text
+           || ' acl=' || coalesce(c.relacl::text, '')
+    FROM pg_class c, ns WHERE c.relnamespace = ns.oid
+    UNION ALL
+    SELECT 'column ' || c.relname || '.' || a.attname || ' #' || a.attnum || ' '
+           || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
+           || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+           || ' generated=' || a.attgenerated::text || ' identity=' || a.attidentity::text
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum, ns
+    WHERE c.relnamespace = ns.oid AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid, ns WHERE c.relnamespace = ns.oid
+    UNION ALL
+    SELECT 'constraint ' || x.conrelid::regclass::text || ' ' || x.conname || ' ' || pg_get_constraintdef(x.oid)
+    FROM pg_constraint x, ns WHERE x.connamespace = ns.oid
+    UNION ALL
+    SELECT 'policy ' || p.tablename || ' ' || p.policyname || ' ' || p.permissive || ' ' || p.roles::text
+           || ' ' || p.cmd || ' ' || coalesce(p.qual, '') || ' ' || coalesce(p.with_check, '')
+    FROM pg_policies p WHERE p.schemaname = 'engram'
+    UNION ALL
+    SELECT 'type ' || t.typname || ' ' || t.typtype::text FROM pg_type t, ns WHERE t.typnamespace = ns.oid
+    UNION ALL
+    SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid, ns WHERE c.relnamespace = ns.oid AND NOT t.tgisinternal
+    UNION ALL
+    SELECT 'schema acl=' || coalesce(n.nspacl::text, '') FROM pg_namespace n, ns WHERE n.oid = ns.oid
+    UNION ALL
+    SELECT 'member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+    FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+    WHERE d.refclassid = 'pg_extension'::regclass AND e.extname = 'engram' AND d.deptype = 'e'
+    UNION ALL
+    SELECT 'config ' || c.relname || ' ' || coalesce(e.extcondition[i], '')
+    FROM pg_extension e, unnest(e.extconfig) WITH ORDINALITY AS u(oid, i) JOIN pg_class c ON c.oid = u.oid
+    WHERE e.extname = 'engram'
+) all_lines ORDER BY line
+"#;
+
+async fn catalog(c: &Client) -> Vec<String> {
+    c.query(CATALOG, &[])
+        .await
+        .expect("catalog")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
+    let (name, old) = empty_database().await;
+    old.batch_execute(
+        "CREATE EXTENSION engram VERSION '0.1.0' CASCADE;
+         SELECT engram.configure(embedding_dims => 4);",
+    )
+    .await
+    .expect("install 0.1.0");
+    // A populated 0.1.0 database: memories of two owners, a ghost memory,
+    // revisions, access statistics, an archived memory and tokens.
+    let tea = create(
+        &old,
+        "alice",
+        "alice drinks green tea",
+        &[1.0, 0.0, 0.0, 0.0],
+        "tags => '{drinks}'",
+    )
+    .await;
+    create(&old, "bob", "bob plays chess", &[0.0, 1.0, 0.0, 0.0], "").await;
+    let ghost = create(
+        &old,
+        "bob",
+        "bob told alice's ghost a secret",
+        &[0.0, 0.0, 1.0, 0.0],
+        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
+    )
+    .await;
+    let gone = create(&old, "alice", "alice lived in Lyon", &[0.0, 0.0, 0.0, 1.0], "").await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea',
+                              embedding => '[1,0.1,0,0]', reason => 'switched');
+         SELECT engram.forget(owner => 'alice', id => '{gone}');
+         SELECT count(*) FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.revision,
+                                              m.embedding, m.internal_type), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', v.memory_id, v.revision, v.content, v.reason), ',')
+                        FROM engram.revisions v)
+                    || (SELECT sum(a.access_count)::text FROM engram.memory_access a)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    let before: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+
+    old.batch_execute("ALTER EXTENSION engram UPDATE")
+        .await
+        .expect("ALTER EXTENSION engram UPDATE");
+    let version: String = old
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.2.0");
+    let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+    assert_eq!(after, before, "data changed in the upgrade");
+    let level: i16 = old
+        .query_one("SELECT min(access_level) FROM engram.memories", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(level, 5, "existing memories are owner-only to ghosts");
+
+    // The catalog equals a fresh 0.2.0 install's.
+    let fresh = TestDb::new(4).await;
+    let (want, got) = (catalog(&fresh.admin).await, catalog(&old).await);
+    let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).collect();
+    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "upgraded catalog differs from a fresh install\nonly in fresh:\n  {}\nonly in upgraded:\n  {}",
+        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
+        extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+    );
+
+    // And it works: the 0.1.0 token binds, the old rows are found, the
+    // ghost memory stays in its scope.
+    let app = connect_as(&name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("0.1.0 token binds");
+    let found: Vec<Uuid> = app
+        .query("SELECT id FROM engram.search(query_text => 'oolong')", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(found, vec![tea]);
+    let revisions = app
+        .query("SELECT * FROM engram.revisions(id => $1)", &[&tea])
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(revisions, 2);
+    app.batch_execute("COMMIT").await.unwrap();
+    let n = old
+        .query(
+            "SELECT id FROM engram.search(owner => 'bob', query_embedding => '[0,0,1,0]', internal_type => 'ghost',
+                 scope_tags => engram.scope_tags('ghost', ghost_type => 'user', ghost_owner => 'alice'))",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>(), vec![ghost]);
+}
