@@ -117,3 +117,14 @@ cluster_create_db() {
     -c "create extension if not exists engram cascade" ||
     die "could not create the extensions in '$db'" "see $(cluster_dir "$name")/postgres.log"
 }
+
+# cluster_login_role NAME PORT ROLE: a LOGIN role that is a member of
+# engram_agent only (the restricted role the extension creates): what
+# engram-mcp and applications log in as. Never a superuser.
+cluster_login_role() {
+  local name="$1" port="$2" role="$3"
+  cluster_psql "$name" "$port" postgres -c "do \$\$ begin
+      if not exists (select 1 from pg_roles where rolname = '$role') then
+        create role $role login in role engram_agent;
+      end if; end \$\$"
+}

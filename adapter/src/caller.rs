@@ -3,11 +3,12 @@
 //! the request's extensions, and read by each tool from `http::request::Parts`.
 
 use crate::db::Db;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use engram_core::tags::{self, ScopeArgs};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The internal (ghost/agent) context of a request.
@@ -18,20 +19,61 @@ pub struct Internal {
     pub tags: Vec<String>,
     /// ANDed into every read: `engram.scope_tags(...)`
     pub scope: Vec<String>,
+    /// X-Ghost-Type (user, space, group) for ghosts
+    pub ghost_type: Option<String>,
+    pub ghost_owner: Option<String>,
+    pub ghost_space: Option<String>,
+    pub ghost_group: Option<String>,
+}
+
+impl Internal {
+    pub fn is_ghost(&self) -> bool {
+        self.internal_type == "ghost"
+    }
+
+    /// The ghost's id: its owner, space or group, whichever X-Ghost-Type names.
+    pub fn ghost_id(&self) -> Option<&str> {
+        match self.ghost_type.as_deref() {
+            Some("user") => self.ghost_owner.as_deref(),
+            Some("space") => self.ghost_space.as_deref(),
+            Some("group") => self.ghost_group.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct Caller {
+    /// The bearer token, or None for an anonymous loopback request (served
+    /// only while no token exists; engram.bind(NULL) then binds the
+    /// database's anonymous owner).
+    pub token: Option<String>,
+    /// X-User-Id (platform tokens only): the owner to act for.
+    pub act_as: Option<String>,
+    /// The owner the call acts for, as far as the adapter knows (for the
+    /// embedding cache's scope and logs; the database decides in engram.bind).
     pub owner: String,
     /// `Ok(None)`: no X-Internal-Type. `Err`: headers present but incomplete
-    /// or unknown, reported as a tool error by the tools that need them.
+    /// or unknown: every tool answers with that error.
     pub internal: Result<Option<Internal>, String>,
     pub session_id: Option<String>,
 }
 
+impl Caller {
+    /// The internal context, or the header error every tool reports.
+    pub fn context(&self) -> Result<Option<&Internal>, String> {
+        match &self.internal {
+            Ok(i) => Ok(i.as_ref()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
 pub struct AuthState {
     pub db: Db,
-    pub local_owner: String,
+    /// Whether engram-mcp listens on a loopback address: anonymous requests
+    /// are possible only then (and only from loopback peers).
+    pub loopback_listener: bool,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
@@ -68,6 +110,10 @@ pub fn internal_from_headers(h: &HeaderMap) -> Result<Option<Internal>, String> 
         internal_type: internal_type.to_string(),
         tags: tags::internal_tags(&args).map_err(describe)?,
         scope: tags::scope_tags(&args).map_err(describe)?,
+        ghost_type: args.ghost_type.map(str::to_string),
+        ghost_owner: args.ghost_owner.map(str::to_string),
+        ghost_space: args.ghost_space.map(str::to_string),
+        ghost_group: args.ghost_group.map(str::to_string),
     }))
 }
 
@@ -77,6 +123,10 @@ fn deny(status: StatusCode, message: &str) -> Response {
         r.headers_mut()
             .insert("www-authenticate", http::HeaderValue::from_static("Bearer"));
     }
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        r.headers_mut()
+            .insert("retry-after", http::HeaderValue::from_static("1"));
+    }
     r
 }
 
@@ -85,9 +135,17 @@ fn deny(status: StatusCode, message: &str) -> Response {
 /// * `Authorization: Bearer <token>` maps to the token's owner. Platform
 ///   tokens may act for a user (`X-User-Id`) and set internal headers; user
 ///   tokens get 403 when they try.
-/// * Without a token: allowed only while no token exists at all (the server
-///   then listens on loopback only), as `--local-owner`.
+/// * Without a token: served only on a loopback listener, from a loopback
+///   peer, while no token exists at all, and never with platform rights.
+///   Revoking the last token therefore never opens a network listener.
+///
+/// The database checks the token again when each tool call binds with it
+/// (engram.bind): this middleware only answers early with 401/403.
 pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request, next: Next) -> Response {
+    let peer_loopback = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|c| c.0.ip().is_loopback());
     let h = req.headers();
     let bearer = match header(h, "authorization") {
         Ok(v) => v
@@ -106,8 +164,14 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
             }
             Err(e) => return deny(StatusCode::SERVICE_UNAVAILABLE, &format!("cannot check the token: {e}")),
         },
+        None if !(state.loopback_listener && peer_loopback) => {
+            return deny(
+                StatusCode::UNAUTHORIZED,
+                "missing token; send Authorization: Bearer <token>",
+            )
+        }
         None => match state.db.has_tokens().await {
-            Ok(false) => (state.local_owner.clone(), true),
+            Ok(false) => (String::new(), false),
             Ok(true) => {
                 return deny(
                     StatusCode::UNAUTHORIZED,
@@ -126,7 +190,7 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         if user.is_some() {
             return deny(
                 StatusCode::FORBIDDEN,
-                "X-User-Id needs a platform token; user tokens act only for their own owner",
+                "X-User-Id needs a platform token; user tokens (and anonymous requests) act only for their own owner",
             );
         }
         if !matches!(internal, Ok(None)) {
@@ -136,6 +200,7 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
             );
         }
     }
+    let token = bearer.map(str::to_string);
     let session_id = match header(h, "x-session-id").and_then(|s| match s {
         Some(s) => Ok(Some(s)),
         None => header(h, "x-conversation-session-id"),
@@ -144,7 +209,9 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
     };
     let caller = Caller {
-        owner: user.unwrap_or(owner),
+        token,
+        owner: user.clone().unwrap_or(owner),
+        act_as: user,
         internal,
         session_id,
     };

@@ -11,9 +11,10 @@ use std::path::PathBuf;
     about = "engram's MCP server (Streamable HTTP at /mcp)",
     long_about = "engram-mcp authenticates MCP clients with bearer tokens from engram.create_token, maps \
                   the X-Internal-Type / X-Ghost-* / X-Session-Id headers to a scope, embeds text (a built-in \
-                  offline model by default), and calls one engram SQL function per tool call, as the \
-                  restricted role engram_agent with engram.owner bound, so not even an adapter bug can \
-                  cross owners."
+                  offline model by default), and calls one engram SQL function per tool call in a \
+                  transaction bound with the caller's own token (engram.bind). It logs in as a role that \
+                  is only a member of engram_agent (never a superuser), so the database, not the adapter, \
+                  decides what each call may touch."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -41,7 +42,8 @@ pub struct ServeArgs {
     /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: String,
-    /// Address to listen on. A non-loopback address requires at least one token (engram.create_token).
+    /// Address to listen on. A non-loopback address requires at least one token (engram.create_token);
+    /// requests without a token are served only on a loopback address, from loopback, while no token exists.
     #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Embedding provider.
@@ -76,24 +78,31 @@ pub struct ServeArgs {
         default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
     )]
     pub allowed_origins: Vec<String>,
-    /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools).
-    #[arg(long, env = "ENGRAM_TOOLS", value_delimiter = ',', default_value = "core,internal")]
+    /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools),
+    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups are
+    /// neither listed nor callable.
+    #[arg(
+        long,
+        env = "ENGRAM_TOOLS",
+        value_delimiter = ',',
+        default_value = "core,internal,sharing"
+    )]
     pub tools: Vec<String>,
     /// Serve without MCP sessions: every POST is answered with plain JSON.
     #[arg(long, env = "ENGRAM_STATELESS")]
     pub stateless: bool,
-    /// Role the adapter switches to for every call (RLS binds it to engram.owner).
-    #[arg(long, env = "ENGRAM_DB_ROLE", default_value = "engram_agent")]
-    pub db_role: String,
-    /// Owner used by unauthenticated loopback requests while no token exists.
-    #[arg(long, env = "ENGRAM_LOCAL_OWNER", default_value = "local")]
-    pub local_owner: String,
     /// Cosine similarity at which memory_remember reports a conflict (calibrated for the local model; see docs/MCP.md).
     #[arg(long, env = "ENGRAM_CONFLICT_THRESHOLD")]
     pub conflict_threshold: Option<f32>,
     /// Maximum database connections.
     #[arg(long, env = "ENGRAM_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+    /// How long a call waits for a free database connection before it fails with a retryable error.
+    #[arg(long, env = "ENGRAM_POOL_WAIT_MS", default_value_t = 5000)]
+    pub pool_wait_ms: u64,
+    /// statement_timeout of every database statement, so one slow call cannot hold a connection.
+    #[arg(long, env = "ENGRAM_STATEMENT_TIMEOUT_MS", default_value_t = 30000)]
+    pub statement_timeout_ms: u64,
 }
 
 /// What `--allowed-origins` asks for, checked at start-up so that a typo is an

@@ -1,17 +1,19 @@
-//! Database access. Every tool call is one transaction that switches to the
-//! restricted role and binds engram.owner before it runs its one engram SQL
-//! function, so row-level security, not adapter code, confines it to the
-//! caller's owner.
+//! Database access. engram-mcp logs in as a role that is a member of
+//! engram_agent only (never a superuser: it checks at start). Every tool call
+//! is one transaction that binds with the caller's own token
+//! (engram.bind(token, act_as, internal context)) before it runs its one
+//! engram SQL function, so the database, not adapter code, decides which
+//! owner and scope the call may touch.
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use crate::caller::Caller;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
+use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
-    /// The restricted role every tool call runs as.
-    role: String,
 }
 
 /// A failed database call: the SQLSTATE (when Postgres raised it) and message.
@@ -45,24 +47,35 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for DbError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        DbError {
-            code: None,
-            message: format!("database unavailable: {e}"),
-        }
+impl From<PoolError> for DbError {
+    fn from(e: PoolError) -> Self {
+        let message = match e {
+            PoolError::Timeout(_) => {
+                "the database is busy (no connection free within the pool's wait timeout); retry shortly".to_string()
+            }
+            e => format!("database unavailable: {e}; retry shortly"),
+        };
+        DbError { code: None, message }
     }
 }
 
-/// Switches to the restricted role and binds the owner, both transaction-local.
-/// `set_config('role', ..)` is `SET LOCAL ROLE` with the name as a bound value.
-const BIND_CALLER: &str = "SELECT set_config('role', $1, true), set_config('engram.owner', $2, true)";
-/// The role switch alone, for the token and catalogue functions (no owner).
-const BIND_ROLE: &str = "SELECT set_config('role', $1, true)";
+/// Binds the transaction with the caller's token: who it acts for
+/// (X-User-Id, platform tokens only) and the internal context (X-Internal-Type,
+/// X-Ghost-*). The database checks all of it again.
+const BIND: &str = "SELECT engram.bind($1, act_as => $2, internal_type => $3, ghost_type => $4, ghost_owner => $5,
+                        ghost_space => $6, ghost_group => $7)";
+
+/// Limits on waiting: for a pooled connection, and for each statement.
+pub struct Limits {
+    pub pool_wait: Duration,
+    pub statement_timeout: Duration,
+}
 
 impl Db {
-    pub fn connect(url: &str, role: &str, max_size: usize) -> anyhow::Result<Db> {
-        let config: tokio_postgres::Config = url.parse()?;
+    pub fn connect(url: &str, max_size: usize, limits: &Limits) -> anyhow::Result<Db> {
+        let mut config: tokio_postgres::Config = url.parse()?;
+        // One slow owner cannot hold a connection forever.
+        config.options(format!("-c statement_timeout={}", limits.statement_timeout.as_millis()));
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -70,11 +83,43 @@ impl Db {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(manager).max_size(max_size).build()?;
-        Ok(Db {
-            pool,
-            role: role.to_string(),
-        })
+        let pool = Pool::builder(manager)
+            .max_size(max_size)
+            .runtime(Runtime::Tokio1)
+            .timeouts(Timeouts {
+                wait: Some(limits.pool_wait),
+                create: Some(Duration::from_secs(10)),
+                recycle: Some(Duration::from_secs(10)),
+            })
+            .build()?;
+        Ok(Db { pool })
+    }
+
+    /// Refuses a login role that would bypass the database's checks: a
+    /// superuser (or BYPASSRLS role) is never bound by row-level security.
+    pub async fn check_login_role(&self) -> anyhow::Result<String> {
+        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let row = client
+            .query_one(
+                "SELECT current_user::text, r.rolsuper OR r.rolbypassrls, pg_has_role(current_user, 'engram_agent', 'MEMBER')
+                 FROM pg_roles r WHERE r.rolname = current_user",
+                &[],
+            )
+            .await?;
+        let (role, elevated, member): (String, bool, bool) = (row.get(0), row.get(1), row.get(2));
+        if elevated {
+            anyhow::bail!(
+                "engram-mcp logs in as '{role}', a superuser or BYPASSRLS role: row-level security would not confine it. \
+                 Log in as a role that is only a member of engram_agent, e.g. \
+                 CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent (scripts/run creates it)"
+            );
+        }
+        if !member {
+            anyhow::bail!(
+                "engram-mcp logs in as '{role}', which is not a member of engram_agent: GRANT engram_agent TO {role}"
+            );
+        }
+        Ok(role)
     }
 
     /// (size, available) of the pool, for /metrics.
@@ -83,15 +128,29 @@ impl Db {
         (s.size, s.available)
     }
 
-    /// Runs `sql` as the restricted role with engram.owner = `owner`, in one transaction.
-    pub async fn call(&self, owner: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        self.pipelined(BIND_CALLER, &[&self.role, &owner], sql, params).await
+    /// Runs `sql` in one transaction bound to the caller (engram.bind).
+    pub async fn call(&self, caller: &Caller, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
+        let i = caller.internal.as_ref().ok().and_then(Option::as_ref);
+        let internal_type = i.map(|i| i.internal_type.as_str());
+        let ghost = |f: fn(&crate::caller::Internal) -> Option<&str>| i.and_then(f);
+        let bind: [&(dyn ToSql + Sync); 7] = [
+            &caller.token,
+            &caller.act_as,
+            &internal_type,
+            &ghost(|i| i.ghost_type.as_deref()),
+            &ghost(|i| i.ghost_owner.as_deref()),
+            &ghost(|i| i.ghost_space.as_deref()),
+            &ghost(|i| i.ghost_group.as_deref()),
+        ];
+        self.pipelined(BIND, &bind, sql, params).await
     }
 
-    /// Runs `sql` as the restricted role without an owner: the token and
-    /// catalogue functions below, which read no memories.
+    /// A statement outside any binding: the token and catalogue functions
+    /// below, which read no memories.
     async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        self.pipelined(BIND_ROLE, &[&self.role], sql, params).await
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        Ok(client.query(&stmt, params).await?)
     }
 
     /// One round trip: BEGIN, the binding, the statement and COMMIT are
@@ -127,7 +186,7 @@ impl Db {
         Ok(rows)
     }
 
-    /// The owner and platform flag of a token, if it is valid.
+    /// The owner and platform flag of a token, if it is usable.
     pub async fn authenticate(&self, token: &str) -> Result<Option<(String, bool)>, DbError> {
         let rows = self
             .query("SELECT owner, platform FROM engram.authenticate($1)", &[&token])

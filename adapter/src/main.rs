@@ -72,11 +72,16 @@ fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embed
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Flags first: a typo should not wait for the model to load.
     let origins = config::origin_policy(&args.allowed_origins)?;
-    let groups: Vec<&str> = args.tools.iter().map(|s| s.trim()).collect();
-    if let Some(bad) = groups.iter().find(|g| !["core", "internal"].contains(g)) {
-        bail!("unknown tool group '{bad}' in --tools; use core, internal or core,internal");
-    }
-    let db = db::Db::connect(&args.database_url, &args.db_role, args.pool_size)?;
+    let groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
+    let limits = db::Limits {
+        pool_wait: std::time::Duration::from_millis(args.pool_wait_ms),
+        statement_timeout: std::time::Duration::from_millis(args.statement_timeout_ms),
+    };
+    let db = db::Db::connect(&args.database_url, args.pool_size, &limits)?;
+    let role = db
+        .check_login_role()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot use the engram database: {e}"))?;
     let dims = db
         .dims()
         .await
@@ -105,8 +110,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         db: db.clone(),
         embedder: Cached::new(embedder, EMBED_CACHE_ENTRIES),
         metrics: Default::default(),
-        core: groups.contains(&"core"),
-        internal: groups.contains(&"internal"),
+        groups,
         conflict_threshold: args.conflict_threshold,
     });
 
@@ -124,7 +128,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let auth = Arc::new(caller::AuthState {
         db: db.clone(),
-        local_owner: args.local_owner.clone(),
+        loopback_listener: args.listen.ip().is_loopback(),
     });
     let mcp = if args.stateless {
         config.legacy_session_mode = false;
@@ -157,17 +161,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen = %args.listen,
         embedder = %shared.embedder.name(),
         dims,
+        db_role = %role,
         stateless = args.stateless,
         "engram-mcp serving MCP at http://{}/mcp",
         args.listen
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down");
-            cancel.cancel();
-        })
-        .await?;
+    // The peer address decides whether an anonymous request may be served.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        cancel.cancel();
+    })
+    .await?;
     Ok(())
 }
 
@@ -200,7 +209,13 @@ async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         .await
         .map(|_| "ok".to_string())
         .unwrap_or_else(|e| e.to_string());
-    let embedder = match shared.embedder.embed(&["engram health check".to_string()]).await {
+    // Past the cache: a health check must reach the provider itself.
+    let embedder = match shared
+        .embedder
+        .inner()
+        .embed(&["engram health check".to_string()])
+        .await
+    {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string(),
     };

@@ -30,10 +30,73 @@ pub struct Shared {
     pub db: Db,
     pub embedder: Cached<Box<dyn Embedder>>,
     pub metrics: Metrics,
-    pub core: bool,
-    pub internal: bool,
+    pub groups: Groups,
     pub conflict_threshold: Option<f32>,
 }
+
+/// The tool groups `--tools` serves. A tool of a group that is off is
+/// neither listed nor callable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Groups {
+    pub core: bool,
+    pub internal: bool,
+    pub sharing: bool,
+}
+
+pub const GROUP_NAMES: [&str; 3] = ["core", "internal", "sharing"];
+
+impl Groups {
+    pub fn parse(names: &[String]) -> Result<Groups, String> {
+        let names: Vec<&str> = names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
+        if let Some(bad) = names.iter().find(|g| !GROUP_NAMES.contains(g)) {
+            return Err(format!(
+                "unknown tool group '{bad}' in --tools; use any of {}",
+                GROUP_NAMES.join(", ")
+            ));
+        }
+        Ok(Groups {
+            core: names.contains(&"core"),
+            internal: names.contains(&"internal"),
+            sharing: names.contains(&"sharing"),
+        })
+    }
+
+    /// The group a tool belongs to.
+    pub fn of(tool: &str) -> &'static str {
+        if tool.starts_with("memory_internal_") {
+            "internal"
+        } else if SHARING_TOOLS.contains(&tool) {
+            "sharing"
+        } else {
+            "core"
+        }
+    }
+
+    pub fn serves(&self, tool: &str) -> bool {
+        match Groups::of(tool) {
+            "internal" => self.internal,
+            "sharing" => self.sharing,
+            _ => self.core,
+        }
+    }
+}
+
+const SHARING_TOOLS: [&str; 4] = [
+    "memory_grant",
+    "memory_revoke_grant",
+    "memory_publish",
+    "memory_unpublish",
+];
+
+/// Limits checked before any text is embedded (the database checks them
+/// again): content as engram.remember, queries as engram.search.
+const MAX_CONTENT_BYTES: usize = 256 * 1024;
+const MAX_QUERY_BYTES: usize = 65_536;
+
+/// What a ghost conversation's core write tools answer (SPEC 8.2).
+const GHOST_WRITES: &str = "A ghost conversation writes only through memory_internal_create (the ghost's own \
+                            memories of this conversation); memory_remember, memory_update and the other core \
+                            write tools are not available with X-Internal-Type: ghost.";
 
 #[derive(Clone)]
 pub struct EngramServer {
@@ -59,6 +122,9 @@ pub struct RememberArgs {
     pub importance: Option<f32>,
     /// Write even if a similar memory exists (after reviewing the conflicts of a first attempt).
     pub force: Option<bool>,
+    /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
+    /// fully; the default).
+    pub access_level: Option<i16>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -101,6 +167,8 @@ pub struct UpdateArgs {
     pub metadata: Option<Value>,
     /// Why it changed (kept in the revision history).
     pub reason: Option<String>,
+    /// New access level (1-5) for your ghost's conversations.
+    pub access_level: Option<i16>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -137,6 +205,30 @@ pub struct ListArgs {
     pub limit: Option<i32>,
     /// next_cursor of the previous page.
     pub cursor: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct GrantArgs {
+    /// The user whose conversations with your ghost get this trust.
+    pub accessor: String,
+    /// 0 blocks them; 1-5 lets them see memories whose access_level is at most this.
+    pub trust: i16,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct AccessorArgs {
+    /// The user whose grant to remove (they fall back to your ghost's default trust).
+    pub accessor: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct PublishArgs {
+    /// The memory id (a UUID from memory_search or memory_list).
+    pub id: String,
+    /// A space: every space ghost conversation of it can read the memory.
+    pub space: Option<String>,
+    /// A group: group ghost conversations of its members can read the memory.
+    pub group: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -259,14 +351,71 @@ pub struct IdResult {
     pub id: String,
 }
 
+#[derive(Serialize, JsonSchema)]
+pub struct GrantResult {
+    pub accessor: String,
+    pub trust: i16,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct RevokeGrantResult {
+    pub accessor: String,
+    /// false when there was no grant
+    pub revoked: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct PublishResult {
+    pub id: String,
+    pub publication_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct UnpublishResult {
+    pub id: String,
+    /// false when it was not published there
+    pub unpublished: bool,
+}
+
 // ---- helpers -----------------------------------------------------------
 
+/// The caller of a tool. Malformed internal headers fail every tool: a
+/// ghost conversation must never fall back to the accessor's own memories.
 fn caller(parts: &Parts) -> Result<Caller, String> {
-    parts
+    let c = parts
         .extensions
         .get::<Caller>()
         .cloned()
-        .ok_or_else(|| "request was not authenticated".to_string())
+        .ok_or_else(|| "request was not authenticated".to_string())?;
+    c.context()?;
+    Ok(c)
+}
+
+/// The ghost a core read tool talks to (X-Internal-Type: ghost), if any.
+fn ghost(c: &Caller) -> Option<(String, String)> {
+    let i = c.internal.as_ref().ok()?.as_ref()?;
+    if !i.is_ghost() {
+        return None;
+    }
+    Some((i.ghost_type.clone()?, i.ghost_id()?.to_string()))
+}
+
+/// Core write tools refuse in a ghost conversation.
+fn not_in_ghost(c: &Caller) -> Result<(), String> {
+    match c.internal.as_ref().ok().and_then(Option::as_ref) {
+        Some(i) if i.is_ghost() => Err(GHOST_WRITES.into()),
+        _ => Ok(()),
+    }
+}
+
+fn check_size(what: &str, text: &str, limit: usize) -> Result<(), String> {
+    if text.len() > limit {
+        return Err(format!(
+            "{what} is {} bytes; the limit is {limit}. Shorten it or split it into several memories.",
+            text.len()
+        ));
+    }
+    Ok(())
 }
 
 fn internal(c: &Caller) -> Result<Internal, String> {
@@ -343,9 +492,10 @@ impl EngramServer {
         }
     }
 
-    async fn embed(&self, text: &str) -> Result<Vector, String> {
+    /// Embeds `text` for caller `c`; the cache is shared only within one owner.
+    async fn embed(&self, c: &Caller, text: &str) -> Result<Vector, String> {
         let started = Instant::now();
-        let r = self.shared.embedder.embed(&[text.to_string()]).await;
+        let r = self.shared.embedder.embed_in(&c.owner, &[text.to_string()]).await;
         self.shared.metrics.embedding(started.elapsed(), r.is_ok());
         let mut v = r.map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
         Ok(Vector::from(v.remove(0)))
@@ -359,7 +509,15 @@ impl EngramServer {
     ) -> ToolResult<T> {
         let started = Instant::now();
         let span = tracing::info_span!("tool", tool = name);
-        let result = body.instrument(span.clone()).await;
+        // --tools is enforced here, at call time, not only in tools/list.
+        let result = if self.shared.groups.serves(name) {
+            body.instrument(span.clone()).await
+        } else {
+            Err(format!(
+                "{name} is not enabled on this server: its tool group '{}' is not in --tools",
+                Groups::of(name)
+            ))
+        };
         let ok = result.is_ok();
         self.shared.metrics.tool(name, started.elapsed(), ok);
         span.in_scope(|| match &result {
@@ -370,7 +528,8 @@ impl EngramServer {
     }
 
     async fn remember_in(&self, c: &Caller, i: Option<&Internal>, a: RememberArgs) -> Result<RememberResult, String> {
-        let embedding = self.embed(&a.content).await?;
+        check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+        let embedding = self.embed(c, &a.content).await?;
         let tags = stamped(a.tags, i).unwrap_or_default();
         let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
         let kind = a.kind.unwrap_or_else(|| "semantic".into());
@@ -379,10 +538,11 @@ impl EngramServer {
             .shared
             .db
             .call(
-                &c.owner,
+                c,
                 "SELECT status, id::text, conflicts FROM engram.remember(content => $1, embedding => $2, kind => $3,
                      tags => $4, metadata => $5, ttl => $6::float8 * interval '1 day', importance => $7,
-                     internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11)",
+                     internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11,
+                     access_level => coalesce($12, 5::smallint))",
                 &[
                     &a.content,
                     &embedding,
@@ -395,6 +555,7 @@ impl EngramServer {
                     &c.session_id,
                     &a.force.unwrap_or(false),
                     &self.shared.conflict_threshold,
+                    &a.access_level,
                 ],
             )
             .await
@@ -416,20 +577,36 @@ impl EngramServer {
         kinds: Option<Vec<String>>,
         tags: Option<Vec<String>>,
     ) -> Result<Vec<Hit>, String> {
-        let embedding = self.embed(query).await?;
-        let internal_type = i.map(|i| i.internal_type.clone());
-        let scope = i.map(|i| i.scope.clone());
-        let rows = self
-            .shared
-            .db
-            .call(
-                &c.owner,
-                "SELECT id::text, content, kind, tags, score, similarity FROM engram.search(query_embedding => $1,
-                     query_text => $2, k => $3, kinds => $4, tags_all => $5, internal_type => $6, scope_tags => $7)",
-                &[&embedding, &query, &limit, &kinds, &tags, &internal_type, &scope],
-            )
-            .await
-            .map_err(|e| db_error(e, None))?;
+        check_size("query", query, MAX_QUERY_BYTES)?;
+        let embedding = self.embed(c, query).await?;
+        let rows = match (i, ghost(c)) {
+            // Core reads in a ghost conversation: what the ghost may show.
+            (None, Some((ghost_type, ghost_id))) => self
+                .shared
+                .db
+                .call(
+                    c,
+                    "SELECT id::text, content, kind, tags, score, similarity FROM engram.ghost_search(
+                         ghost_type => $1, ghost_id => $2, query_embedding => $3, query_text => $4, k => $5,
+                         kinds => $6, tags_all => $7)",
+                    &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
+                )
+                .await,
+            _ => {
+                let internal_type = i.map(|i| i.internal_type.clone());
+                let scope = i.map(|i| i.scope.clone());
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        "SELECT id::text, content, kind, tags, score, similarity FROM engram.search(query_embedding => $1,
+                             query_text => $2, k => $3, kinds => $4, tags_all => $5, internal_type => $6, scope_tags => $7)",
+                        &[&embedding, &query, &limit, &kinds, &tags, &internal_type, &scope],
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, None))?;
         Ok(rows
             .iter()
             .map(|r| Hit {
@@ -445,19 +622,33 @@ impl EngramServer {
 
     async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
         let uuid = parse_id(id)?;
-        let rows = self
-            .shared
-            .db
-            .call(
-                &c.owner,
-                "SELECT id::text, content, kind, source, tags, metadata, status, importance, trust_score,
-                        staleness_score, revision_count, access_count, created_at::text, updated_at::text
-                 FROM engram.recall(id => $1)",
-                &[&uuid],
-            )
-            .await
-            .map_err(|e| db_error(e, Some(id)))?;
-        let r = &rows[0];
+        const COLUMNS: &str = "id::text, content, kind, source, tags, metadata, status, importance, trust_score,
+                               staleness_score, revision_count, access_count, created_at::text, updated_at::text";
+        let rows = match ghost(c) {
+            Some((ghost_type, ghost_id)) => {
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.ghost_recall(ghost_type => $1, ghost_id => $2, id => $3)"
+                        ),
+                        &[&ghost_type, &ghost_id, &uuid],
+                    )
+                    .await
+            }
+            None => {
+                self.shared
+                    .db
+                    .call(c, &format!("SELECT {COLUMNS} FROM engram.recall(id => $1)"), &[&uuid])
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, Some(id)))?;
+        // ghost_recall answers "not found" with no row
+        let r = rows
+            .first()
+            .ok_or_else(|| format!("Memory {id} not found. Use memory_search or memory_list to find it."))?;
         Ok(Memory {
             id: r.get(0),
             content: r.get(1),
@@ -479,7 +670,10 @@ impl EngramServer {
     async fn update_in(&self, c: &Caller, i: Option<&Internal>, a: UpdateArgs) -> Result<UpdateResult, String> {
         let uuid = parse_id(&a.id)?;
         let embedding = match &a.content {
-            Some(text) => Some(self.embed(text).await?),
+            Some(text) => {
+                check_size("content", text, MAX_CONTENT_BYTES)?;
+                Some(self.embed(c, text).await?)
+            }
             None => None,
         };
         let tags = if a.tags.is_some() { stamped(a.tags, i) } else { None };
@@ -489,9 +683,9 @@ impl EngramServer {
             .shared
             .db
             .call(
-                &c.owner,
+                c,
                 "SELECT engram.update(id => $1, content => $2, embedding => $3, tags => $4, metadata => $5,
-                     reason => $6, internal_type => $7, scope_tags => $8)",
+                     reason => $6, internal_type => $7, scope_tags => $8, access_level => $9)",
                 &[
                     &uuid,
                     &a.content,
@@ -501,6 +695,7 @@ impl EngramServer {
                     &a.reason,
                     &internal_type,
                     &scope,
+                    &a.access_level,
                 ],
             )
             .await
@@ -512,30 +707,62 @@ impl EngramServer {
     }
 
     async fn list_in(&self, c: &Caller, i: Option<&Internal>, a: ListArgs) -> Result<ListResult, String> {
-        let internal_type = i.map(|i| i.internal_type.clone());
-        let scope = i.map(|i| i.scope.clone());
-        let rows = self
-            .shared
-            .db
-            .call(
-                &c.owner,
-                "SELECT id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor
-                 FROM engram.list(kinds => $1, tags_all => $2, internal_type => $3, scope_tags => $4, status => $5,
-                     order_by => $6, descending => $7, \"limit\" => $8, after => $9)",
-                &[
-                    &a.kinds,
-                    &a.tags,
-                    &internal_type,
-                    &scope,
-                    &a.status,
-                    &a.order_by,
-                    &a.descending,
-                    &a.limit,
-                    &a.cursor,
-                ],
-            )
-            .await
-            .map_err(|e| db_error(e, None))?;
+        const COLUMNS: &str =
+            "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor";
+        let rows = match (i, ghost(c)) {
+            (None, Some((ghost_type, ghost_id))) => {
+                if a.status.as_deref().is_some_and(|s| s != "active") {
+                    return Err("A ghost shows only active memories; leave status out.".into());
+                }
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.ghost_list(ghost_type => $1, ghost_id => $2, kinds => $3,
+                                 tags_all => $4, order_by => $5, descending => $6, \"limit\" => $7, after => $8)"
+                        ),
+                        &[
+                            &ghost_type,
+                            &ghost_id,
+                            &a.kinds,
+                            &a.tags,
+                            &a.order_by,
+                            &a.descending,
+                            &a.limit,
+                            &a.cursor,
+                        ],
+                    )
+                    .await
+            }
+            _ => {
+                let internal_type = i.map(|i| i.internal_type.clone());
+                let scope = i.map(|i| i.scope.clone());
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.list(kinds => $1, tags_all => $2, internal_type => $3,
+                                 scope_tags => $4, status => $5, order_by => $6, descending => $7,
+                                 \"limit\" => $8, after => $9)"
+                        ),
+                        &[
+                            &a.kinds,
+                            &a.tags,
+                            &internal_type,
+                            &scope,
+                            &a.status,
+                            &a.order_by,
+                            &a.descending,
+                            &a.limit,
+                            &a.cursor,
+                        ],
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, None))?;
         let next_cursor = rows.last().and_then(|r| r.get::<_, Option<String>>(8));
         Ok(ListResult {
             memories: rows
@@ -571,7 +798,9 @@ impl EngramServer {
         Parameters(a): Parameters<RememberArgs>,
     ) -> Result<Json<RememberResult>, String> {
         self.run("memory_remember", async {
-            self.remember_in(&caller(&parts)?, None, a).await
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.remember_in(&c, None, a).await
         })
         .await
     }
@@ -615,7 +844,9 @@ impl EngramServer {
         Parameters(a): Parameters<UpdateArgs>,
     ) -> Result<Json<UpdateResult>, String> {
         self.run("memory_update", async {
-            self.update_in(&caller(&parts)?, None, a).await
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.update_in(&c, None, a).await
         })
         .await
     }
@@ -631,12 +862,13 @@ impl EngramServer {
     ) -> Result<Json<ForgetResult>, String> {
         self.run("memory_forget", async {
             let c = caller(&parts)?;
+            not_in_ghost(&c)?;
             let uuid = parse_id(&a.id)?;
             let rows = self
                 .shared
                 .db
                 .call(
-                    &c.owner,
+                    &c,
                     "SELECT engram.forget(id => $1, reason => $2, hard => $3)",
                     &[&uuid, &a.reason, &a.hard.unwrap_or(false)],
                 )
@@ -660,15 +892,12 @@ impl EngramServer {
     ) -> Result<Json<FlagResult>, String> {
         self.run("memory_flag", async {
             let c = caller(&parts)?;
+            not_in_ghost(&c)?;
             let uuid = parse_id(&a.id)?;
             let rows = self
                 .shared
                 .db
-                .call(
-                    &c.owner,
-                    "SELECT engram.flag(id => $1, reason => $2)",
-                    &[&uuid, &a.reason],
-                )
+                .call(&c, "SELECT engram.flag(id => $1, reason => $2)", &[&uuid, &a.reason])
                 .await
                 .map_err(|e| db_error(e, Some(&a.id)))?;
             Ok(FlagResult {
@@ -702,13 +931,15 @@ impl EngramServer {
     ) -> Result<Json<IdResult>, String> {
         self.run("memory_consolidate", async {
             let c = caller(&parts)?;
+            not_in_ghost(&c)?;
             let ids = parse_ids(&a.ids)?;
-            let embedding = self.embed(&a.content).await?;
+            check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+            let embedding = self.embed(&c, &a.content).await?;
             let rows = self
                 .shared
                 .db
                 .call(
-                    &c.owner,
+                    &c,
                     "SELECT engram.consolidate(ids => $1, content => $2, embedding => $3, tags => $4, kind => $5)::text",
                     &[&ids, &a.content, &embedding, &a.tags, &a.kind],
                 )
@@ -727,19 +958,135 @@ impl EngramServer {
     ) -> Result<Json<IdResult>, String> {
         self.run("memory_crystallize", async {
             let c = caller(&parts)?;
+            not_in_ghost(&c)?;
             let ids = parse_ids(&a.ids)?;
-            let embedding = self.embed(&a.content).await?;
+            check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+            let embedding = self.embed(&c, &a.content).await?;
             let rows = self
                 .shared
                 .db
                 .call(
-                    &c.owner,
+                    &c,
                     "SELECT engram.crystallize(ids => $1, name => $2, content => $3, embedding => $4)::text",
                     &[&ids, &a.name, &a.content, &embedding],
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
             Ok(IdResult { id: rows[0].get(0) })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Trust a user with your ghost: in their conversations with your ghost it shows your memories \
+                       whose access_level is at most `trust` (1-5); 0 blocks them. Replaces an earlier grant."
+    )]
+    async fn memory_grant(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<GrantArgs>,
+    ) -> Result<Json<GrantResult>, String> {
+        self.run("memory_grant", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.grant(accessor => $1, trust => $2)",
+                    &[&a.accessor, &a.trust],
+                )
+                .await
+                .map_err(|e| db_error(e, None))?;
+            Ok(GrantResult {
+                accessor: a.accessor,
+                trust: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Remove a user's grant: your ghost falls back to its default trust for them.",
+        annotations(destructive_hint = true)
+    )]
+    async fn memory_revoke_grant(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<AccessorArgs>,
+    ) -> Result<Json<RevokeGrantResult>, String> {
+        self.run("memory_revoke_grant", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(&c, "SELECT engram.revoke_grant(accessor => $1)", &[&a.accessor])
+                .await
+                .map_err(|e| db_error(e, None))?;
+            Ok(RevokeGrantResult {
+                accessor: a.accessor,
+                revoked: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Publish one of your memories to a space (every space ghost conversation reads it) or a group \
+                       (members' group ghost conversations read it). Give exactly one of space or group."
+    )]
+    async fn memory_publish(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<PublishArgs>,
+    ) -> Result<Json<PublishResult>, String> {
+        self.run("memory_publish", async {
+            let c = caller(&parts)?;
+            let uuid = parse_id(&a.id)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.publish(id => $1, space => $2, group_id => $3)::text",
+                    &[&uuid, &a.space, &a.group],
+                )
+                .await
+                .map_err(|e| db_error(e, Some(&a.id)))?;
+            Ok(PublishResult {
+                id: uuid.to_string(),
+                publication_id: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Withdraw a memory from a space or group, or from everywhere when neither is given.",
+        annotations(destructive_hint = true)
+    )]
+    async fn memory_unpublish(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<PublishArgs>,
+    ) -> Result<Json<UnpublishResult>, String> {
+        self.run("memory_unpublish", async {
+            let c = caller(&parts)?;
+            let uuid = parse_id(&a.id)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.unpublish(id => $1, space => $2, group_id => $3)",
+                    &[&uuid, &a.space, &a.group],
+                )
+                .await
+                .map_err(|e| db_error(e, Some(&a.id)))?;
+            Ok(UnpublishResult {
+                id: uuid.to_string(),
+                unpublished: rows[0].get(0),
+            })
         })
         .await
     }
@@ -853,14 +1200,7 @@ impl ServerHandler for EngramServer {
             .tool_router
             .list_all()
             .into_iter()
-            .filter(|t| {
-                let is_internal = t.name.starts_with("memory_internal_");
-                if is_internal {
-                    self.shared.internal && has_internal
-                } else {
-                    self.shared.core
-                }
-            })
+            .filter(|t| self.shared.groups.serves(&t.name) && (has_internal || Groups::of(&t.name) != "internal"))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -885,11 +1225,18 @@ mod tests {
     fn server_info_names_engram_and_its_version() {
         let info = <EngramServer as ServerHandler>::get_info(&EngramServer {
             shared: Arc::new(Shared {
-                db: Db::connect("host=/nonexistent user=x", "engram_agent", 1).unwrap(),
+                db: Db::connect(
+                    "host=/nonexistent user=x",
+                    1,
+                    &crate::db::Limits {
+                        pool_wait: std::time::Duration::from_secs(1),
+                        statement_timeout: std::time::Duration::from_secs(1),
+                    },
+                )
+                .unwrap(),
                 embedder: Cached::new(Box::new(Fixed) as Box<dyn Embedder>, 1),
                 metrics: Metrics::default(),
-                core: true,
-                internal: true,
+                groups: Groups::parse(&["core".into()]).unwrap(),
                 conflict_threshold: None,
             }),
             tool_router: EngramServer::tool_router(),
@@ -931,6 +1278,10 @@ mod tests {
             internal_type: "agent".into(),
             tags: vec!["agent".into()],
             scope: vec![],
+            ghost_type: None,
+            ghost_owner: None,
+            ghost_space: None,
+            ghost_group: None,
         };
         assert_eq!(
             stamped(Some(vec!["x".into()]), Some(&i)),
@@ -938,6 +1289,34 @@ mod tests {
         );
         assert_eq!(stamped(None, Some(&i)), Some(vec!["agent".to_string()]));
         assert_eq!(stamped(Some(vec!["x".into()]), None), Some(vec!["x".to_string()]));
+    }
+
+    #[test]
+    fn tool_groups_parse_and_classify() {
+        let g = Groups::parse(&["core".into(), " sharing ".into()]).unwrap();
+        assert_eq!(
+            g,
+            Groups {
+                core: true,
+                internal: false,
+                sharing: true
+            }
+        );
+        assert!(g.serves("memory_search") && g.serves("memory_grant"));
+        assert!(!g.serves("memory_internal_create"));
+        assert!(Groups::parse(&["core".into(), "everything".into()])
+            .unwrap_err()
+            .contains("everything"));
+        assert_eq!(Groups::of("memory_unpublish"), "sharing");
+        assert_eq!(Groups::of("memory_internal_query"), "internal");
+        assert_eq!(Groups::of("memory_recall"), "core");
+    }
+
+    #[test]
+    fn sizes_are_checked_before_embedding() {
+        assert!(check_size("content", &"x".repeat(MAX_CONTENT_BYTES), MAX_CONTENT_BYTES).is_ok());
+        let e = check_size("content", &"x".repeat(MAX_CONTENT_BYTES + 1), MAX_CONTENT_BYTES).unwrap_err();
+        assert!(e.contains("limit"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The MCP round trip of memory_recall against the same SQL call, and the
 //! local embedder's throughput. engram-mcp is started here in stateless JSON
-//! mode on loopback, acting for the bench owner.
+//! mode on loopback, logged in as the restricted role engram_mcp, and called
+//! with a user token of the bench owner (revoked afterwards).
 
 use crate::stats::Samples;
 use engram_embed::local::LocalEmbedder;
@@ -31,17 +32,25 @@ fn free_port() -> u16 {
 
 /// Prints the MCP vs SQL recall table.
 pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Path, owner: &str, n: usize) {
+    c.batch_execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'engram_mcp') THEN
+             CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent; END IF; END $$",
+    )
+    .await
+    .unwrap();
+    let token: String = c
+        .query_one(
+            "SELECT engram.create_token(owner => $1, label => 'engram-bench')",
+            &[&owner],
+        )
+        .await
+        .unwrap()
+        .get(0);
     let port = free_port();
     let child = Command::new(bin)
-        .args([
-            "serve",
-            "--stateless",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--local-owner",
-            owner,
-        ])
-        .env("ENGRAM_DATABASE_URL", dsn)
+        .args(["serve", "--stateless", "--listen", &format!("127.0.0.1:{port}")])
+        // the last `user` wins: engram-mcp refuses to log in as a superuser
+        .env("ENGRAM_DATABASE_URL", format!("{dsn} user=engram_mcp"))
         .env("ENGRAM_MODEL_DIR", model_dir)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -85,6 +94,7 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
         http.post(format!("{base}/mcp"))
             .header("Accept", "application/json, text/event-stream")
             .header("MCP-Protocol-Version", "2025-06-18")
+            .bearer_auth(&token)
             .json(&body)
             .send()
     };
@@ -113,11 +123,17 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
         direct.p95()
     );
     println!(
-        "| **MCP `memory_recall`** (HTTP, stateless JSON, auth + role switch) | {:.3} | {:.3} |",
+        "| **MCP `memory_recall`** (HTTP, stateless JSON, token check + bind) | {:.3} | {:.3} |",
         mcp.p50(),
         mcp.p95()
     );
     println!("| difference | {:+.3} | |", mcp.p50() - direct.p50());
+    c.query_one(
+        "SELECT engram.revoke_token(label => 'engram-bench', owner => $1)",
+        &[&owner],
+    )
+    .await
+    .unwrap();
 }
 
 /// Prints the local embedder's throughput and latency.

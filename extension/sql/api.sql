@@ -1926,3 +1926,5 @@ BEGIN
     END LOOP;
 END
 $$;
+-- engram-mcp checks the embedding dimension at start, before any binding.
+GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;

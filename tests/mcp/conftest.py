@@ -71,11 +71,13 @@ def tokens(database):
     return {"platform": mint("platform", "true"), "alice": mint("alice", "false"), "bob": mint("bob", "false")}
 
 
-def start(database, *extra):
-    """Starts engram-mcp on a free loopback port; returns (process, base URL)."""
+def start(database, *extra, listen="127.0.0.1", env_extra=None):
+    """Starts engram-mcp on a free port of `listen` (logged in as engram_mcp, a
+    member of engram_agent only); returns (process, base URL on loopback)."""
     port = free_port()
-    env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=postgres dbname={database}",
-               ENGRAM_LISTEN=f"127.0.0.1:{port}", ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")
+    env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=engram_mcp dbname={database}",
+               ENGRAM_LISTEN=f"{listen}:{port}", ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")
+    env.update(env_extra or {})
     proc = subprocess.Popen([BIN, "serve", *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     for _ in range(120):
@@ -90,9 +92,9 @@ def start(database, *extra):
 
 
 @contextlib.contextmanager
-def serving(database, *extra):
+def serving(database, *extra, **kw):
     """engram-mcp for the duration of a `with` block; yields the base URL."""
-    proc, base = start(database, *extra)
+    proc, base = start(database, *extra, **kw)
     try:
         yield base
     finally:

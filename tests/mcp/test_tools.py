@@ -11,19 +11,20 @@ CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "m
         "memory_list", "memory_consolidate", "memory_crystallize"}
 INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal_search",
             "memory_internal_query", "memory_internal_search_by"}
+SHARING = {"memory_grant", "memory_revoke_grant", "memory_publish", "memory_unpublish"}
 
 
 async def test_tools_are_listed_per_request_headers(server, tokens):
     async with mcp_session(server, tokens["platform"]) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == CORE
+        assert set(tools) == CORE | SHARING
         assert tools["memory_search"].annotations.readOnlyHint is True
         assert tools["memory_forget"].annotations.destructiveHint is True
         assert "content" in tools["memory_remember"].inputSchema["properties"]
         assert tools["memory_remember"].inputSchema["properties"]["content"]["description"]
         assert tools["memory_search"].outputSchema is not None
     async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "agent"}) as s:
-        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL
+        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL | SHARING
 
 
 async def test_core_tools_end_to_end(server, tokens):

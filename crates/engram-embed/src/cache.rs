@@ -1,6 +1,8 @@
 //! A content-hash cache in front of any provider: identical content is
-//! embedded once. Keys are SHA-256 digests of the text, so the cache holds no
-//! text. Bounded (FIFO eviction) so a long-running server cannot grow without
+//! embedded once. Keys are SHA-256 digests of a scope and the text, so the
+//! cache holds no text, and a caller that embeds within its own scope (the
+//! adapter uses the owner) can never learn from a hit that another scope
+//! embedded the same text. Bounded (FIFO eviction) so a long-running server cannot grow without
 //! limit; sized for a working set, not for the whole database.
 
 use crate::{EmbedError, Embedder};
@@ -27,8 +29,12 @@ pub struct Cached<E> {
     misses: AtomicU64,
 }
 
-fn key(text: &str) -> Key {
-    Sha256::digest(text.as_bytes()).into()
+fn key(scope: &str, text: &str) -> Key {
+    let mut h = Sha256::new();
+    h.update(scope.as_bytes());
+    h.update([0u8]);
+    h.update(text.as_bytes());
+    h.finalize().into()
 }
 
 impl<E: Embedder> Cached<E> {
@@ -40,6 +46,11 @@ impl<E: Embedder> Cached<E> {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
+    }
+
+    /// The provider itself, bypassing the cache (health checks must reach it).
+    pub fn inner(&self) -> &E {
+        &self.inner
     }
 
     /// (hits, misses) since start, for /metrics.
@@ -82,7 +93,14 @@ impl<E: Embedder> Embedder for Cached<E> {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let keys: Vec<Key> = texts.iter().map(|t| key(t)).collect();
+        self.embed_in("", texts).await
+    }
+}
+
+impl<E: Embedder> Cached<E> {
+    /// Embeds `texts`, sharing cached vectors only with calls of the same `scope`.
+    pub async fn embed_in(&self, scope: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let keys: Vec<Key> = texts.iter().map(|t| key(scope, t)).collect();
         let mut found = self.lookup(&keys);
         // Embed each distinct missing text once, even when repeated in the batch.
         let mut todo: Vec<(Key, String)> = Vec::new();
@@ -150,6 +168,21 @@ mod tests {
         assert_eq!(b, vec![vec![6.0, 1.0]]);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert_eq!(cached.stats(), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn scopes_never_share_entries() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let cached = Cached::new(Recorder(calls.clone()), 100);
+        cached.embed_in("alice", &["secret".into()]).await.unwrap();
+        cached.embed_in("bob", &["secret".into()]).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "bob's call must not hit alice's entry");
+        assert_eq!(cached.stats(), (0, 2));
+        cached.embed_in("alice", &["secret".into()]).await.unwrap();
+        assert_eq!(cached.stats(), (1, 2));
+        // a scope cannot be forged by moving text across the separator
+        cached.embed_in("alic", &["esecret".into()]).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]
