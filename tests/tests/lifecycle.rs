@@ -180,6 +180,17 @@ async fn schedule_maintenance_is_idempotent_with_pg_cron() {
             ("engram-rescore".into(), "17 3 * * *".into()),
         ]
     );
+    // every (re)scheduling is audited, with what was asked for
+    let audited: i64 = c
+        .query_one(
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'schedule_maintenance'
+               AND details ->> 'purge_cron' = '0 4 * * 0' AND actor = 'postgres'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(audited >= 2, "{audited}");
     let (code, _) = sqlstate(
         c.query(
             "SELECT engram.schedule_maintenance(expire_cron => 'every tuesday')",
