@@ -84,6 +84,14 @@ CREATE TABLE engram.group_members (
     added_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (group_id, member)
 );
+-- One row per owner that has written: engram._lock_owner row-locks it to
+-- serialise that owner's writes (duplicate and conflict checks see every
+-- committed or concurrent write). A table, not an advisory lock, so that no
+-- other role can take the lock.
+CREATE TABLE engram.owner_locks (
+    owner text PRIMARY KEY
+);
+
 SELECT pg_catalog.pg_extension_config_dump('engram.ghost_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.grants', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.publications', '');
@@ -98,6 +106,11 @@ CREATE FUNCTION engram."_bound_owner"() RETURNS TEXT /* Option < String > */
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_bound_owner_wrapper';
+
+CREATE FUNCTION engram."_rls_owner"() RETURNS TEXT /* Option < String > */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_rls_owner_wrapper';
 
 CREATE FUNCTION engram."_binding"() RETURNS jsonb /* Option < pgrx :: JsonB > */
 STRICT STABLE PARALLEL SAFE

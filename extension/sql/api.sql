@@ -24,6 +24,7 @@ LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_bound text := engram._bound_owner();
 BEGIN
+    PERFORM engram._check_planted();
     IF engram._caller_privileged() THEN
         p_owner := coalesce(p_owner, v_bound);
         IF p_owner IS NULL OR p_owner = '' THEN
@@ -32,7 +33,6 @@ BEGIN
         END IF;
         RETURN p_owner;
     END IF;
-    PERFORM engram._check_search_path();
     IF v_bound IS NULL THEN
         RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
             USING ERRCODE = '42501';
@@ -50,10 +50,11 @@ $fn$;
 -- schemas after pg_catalog. Postgres picks the best-matching function or
 -- operator across every schema on the path, so an object planted in either
 -- schema (a convert_to(text, text) beside pg_catalog's convert_to(text,
--- name), say) would run with those rights. Before acting for a restricted
--- caller, engram checks that only superusers can create objects there and
--- refuses otherwise, naming the grant to revoke. Every call in here is
--- schema-qualified.
+-- name), or a jsonb_build_object(text, bigint) beside the variadic one)
+-- would run with those rights — for a DBA's or pg_cron's call as much as for
+-- an agent's. Before acting for anyone, engram checks that only superusers
+-- can create objects there and refuses otherwise, naming the fix. Every call
+-- in here is schema-qualified.
 CREATE FUNCTION engram._check_search_path() RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -70,17 +71,16 @@ BEGIN
     WHERE e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::name[])
     LIMIT 1;
     IF v_role IS NOT NULL THEN
-        RAISE EXCEPTION 'engram refuses to act for a restricted role: role % can create objects in schema %, which engram''s elevated functions search; REVOKE CREATE ON SCHEMA % FROM % (or install pgvector in a schema only superusers can write)', v_role, v_schema, v_schema, v_role
+        RAISE EXCEPTION 'engram refuses to run: role % can create objects in schema %, which engram''s elevated functions search (a planted function would run with superuser rights); REVOKE CREATE ON SCHEMA % FROM % — or, when % owns the schema or the database, ALTER SCHEMA % OWNER TO a superuser — or install pgvector in a schema only superusers can write', v_role, v_schema, v_schema, v_role, v_role, v_schema
             USING ERRCODE = '42501';
     END IF;
 END
 $fn$;
 
 -- The same, and no function or operator that a non-superuser owns (planted
--- while it could create there) sits in those schemas. Run where a
--- transaction starts acting (bind, authenticate, has_tokens); a scan of
--- pg_proc is too slow for every call, and planting again within the
--- transaction needs the CREATE privilege that every call checks.
+-- while it could create there) sits in those schemas. Every public function
+-- runs this first (through engram._owner or directly); it costs well under
+-- 0.1 ms.
 CREATE FUNCTION engram._check_planted() RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -97,9 +97,18 @@ BEGIN
     JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner AND NOT r.rolsuper
     LIMIT 1;
     IF v_object IS NOT NULL THEN
-        RAISE EXCEPTION 'engram refuses to act for a restricted role: % is owned by a non-superuser and sits in a schema engram''s elevated functions search; a superuser must drop it', v_object
+        RAISE EXCEPTION 'engram refuses to run: % is owned by a non-superuser and sits in a schema engram''s elevated functions search; a superuser must drop it', v_object
             USING ERRCODE = '42501';
     END IF;
+END
+$fn$;
+
+-- engram._check_planted() in an expression (a DECLARE default): NULL.
+CREATE FUNCTION engram._check_planted_null() RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_planted();
+    RETURN NULL;
 END
 $fn$;
 
@@ -194,14 +203,34 @@ $fn$;
 
 -- Serialises writes of one owner, so that the duplicate and conflict checks
 -- see every committed or concurrent write of that owner.
+-- A row lock in engram.owner_locks rather than an advisory lock: advisory
+-- locks are open to every role, so any session could hold an owner's key
+-- and stall its writes; this table is reachable only through engram.
 CREATE FUNCTION engram._lock_owner(p_owner text) RETURNS void
-LANGUAGE sql AS $fn$
-    SELECT pg_advisory_xact_lock(hashtextextended('engram.owner:' || p_owner, 0))
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO engram.owner_locks AS l (owner) VALUES (p_owner) ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM engram.owner_locks l WHERE l.owner = p_owner FOR UPDATE;
+END
 $fn$;
 
 -- One audit row, naming the actor: the calling role and, when the
 -- transaction was bound by engram.bind, the token (id and label), the owner
 -- it acted for and the internal context.
+-- An audit event on the read side (a binding for another owner, a ghost
+-- denial): a row when the transaction can write, and always a line in the
+-- server log, which neither ROLLBACK nor a read-only transaction undoes.
+CREATE FUNCTION engram._audit_read(p_owner text, p_action text, p_memory uuid, p_details jsonb)
+RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    RAISE LOG 'engram audit: action=% owner=% memory=% role=% binding=% details=%',
+        p_action, p_owner, p_memory, engram._caller_role(), engram._binding(), p_details;
+    IF NOT current_setting('transaction_read_only')::boolean THEN
+        PERFORM engram._audit(p_owner, p_action, p_memory, p_details);
+    END IF;
+END
+$fn$;
+
 CREATE FUNCTION engram._audit(p_owner text, p_action text, p_memory uuid, p_details jsonb DEFAULT '{}')
 RETURNS void LANGUAGE sql AS $fn$
     INSERT INTO engram.audit_log (owner, actor, action, memory_id, details, token_id, token_label, act_as, internal_context)
@@ -213,8 +242,11 @@ $fn$;
 -- The owner a database-wide job (expire, rescore) is confined to: NULL
 -- (every owner) for a privileged caller, the bound owner otherwise.
 CREATE FUNCTION engram._job_owner() RETURNS text
-LANGUAGE sql STABLE AS $fn$
-    SELECT CASE WHEN engram._caller_privileged() THEN NULL ELSE engram._owner(NULL) END
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_planted();
+    RETURN CASE WHEN engram._caller_privileged() THEN NULL ELSE engram._owner(NULL) END;
+END
 $fn$;
 
 -- A memory by id, visible to the caller: same owner, same internal type
@@ -435,9 +467,11 @@ $fn$;
 CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_current integer := engram._dims();
+    v_current integer;
     v_stored bigint;
 BEGIN
+    PERFORM engram._check_planted();
+    v_current := engram._dims();
     IF configure.embedding_dims IS NOT NULL AND configure.embedding_dims <> v_current THEN
         PERFORM engram._check_dims(configure.embedding_dims);
         SELECT count(*) INTO v_stored FROM engram.memories m WHERE m.embedding IS NOT NULL;
@@ -516,7 +550,12 @@ BEGIN
     -- An identical memory past its expiry is expired already: mark it, so
     -- that it neither counts as a duplicate nor blocks the new row.
     UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
-    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.expires_at <= now();
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.expires_at <= now()
+    RETURNING m.id INTO v_id;
+    IF v_id IS NOT NULL THEN
+        PERFORM engram._audit(v_owner, 'expire', v_id, jsonb_build_object('count', 1));
+        v_id := NULL;
+    END IF;
     -- A retried call finds its own earlier write and creates nothing.
     SELECT m.id INTO v_id FROM engram.memories m
     WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
@@ -1169,7 +1208,7 @@ DECLARE
     -- A DBA may ask for the whole database (owner NULL); a restricted role
     -- always gets its own owner.
     v_owner text := CASE WHEN stats.owner IS NULL AND engram._caller_privileged()
-                         THEN NULL ELSE engram._owner(stats.owner) END;
+                         THEN engram._check_planted_null() ELSE engram._caller(stats.owner, NULL, NULL, false) END;
     v_result jsonb;
 BEGIN
     WITH m AS (
@@ -1258,6 +1297,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_count bigint;
 BEGIN
+    PERFORM engram._check_planted();
     IF purge.older_than IS NULL OR purge.older_than < interval '0' THEN
         RAISE EXCEPTION 'older_than must be a non-negative interval, e.g. purge(older_than => ''90 days'')'
             USING ERRCODE = '22023';
@@ -1289,6 +1329,7 @@ CREATE FUNCTION engram.schedule_maintenance(
 RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
+    PERFORM engram._check_planted();
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_cron') THEN
         RAISE EXCEPTION 'pg_cron is not installed in this database; install postgresql-15-cron, set shared_preload_libraries = ''pg_cron'' and cron.database_name = ''%'', restart, then CREATE EXTENSION pg_cron', current_database()
             USING ERRCODE = '55000';
@@ -1336,10 +1377,12 @@ CREATE FUNCTION engram.create_token(
 RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    -- two v4 UUIDs from pg_strong_random: 244 random bits
-    v_token text := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+    v_token text;
     v_id    uuid;
 BEGIN
+    PERFORM engram._check_planted();
+    -- two v4 UUIDs from pg_strong_random: 244 random bits
+    v_token := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
     IF create_token.owner IS NULL OR btrim(create_token.owner) = '' THEN
         RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' (the collection the token acts for)'
             USING ERRCODE = '22004';
@@ -1367,8 +1410,8 @@ $fn$;
 -- to act at all (SPEC 8.1). A user token binds its own owner; a platform
 -- token may act_as any owner and set an internal context (the MCP headers
 -- X-Internal-Type and X-Ghost-*), which engram._check_context enforces.
--- token => NULL binds engram.anonymous_owner, and only while no usable
--- token exists at all. Returns the bound owner. Transaction-local: call it
+-- token => NULL binds engram.anonymous_owner, and only in a database that
+-- has never had a token. Returns the bound owner. Transaction-local: call it
 -- after BEGIN, in the transaction that does the work.
 CREATE FUNCTION engram.bind(
     token text DEFAULT NULL,
@@ -1386,11 +1429,11 @@ DECLARE
     v_platform boolean := false;
     v_internal jsonb;
 BEGIN
-    IF NOT engram._caller_privileged() THEN
-        PERFORM engram._check_planted();
-    END IF;
+    PERFORM engram._check_planted();
     IF bind.token IS NULL THEN
-        IF engram.has_tokens() THEN
+        -- Anonymous binding ends for good with the first token: revoking or
+        -- expiring every token never reopens it.
+        IF EXISTS (SELECT 1 FROM engram.tokens t) THEN
             RAISE EXCEPTION 'a token is required; pass token => ''eg_...'' (a DBA creates one with engram.create_token)'
                 USING ERRCODE = '28000';
         END IF;
@@ -1439,15 +1482,15 @@ BEGIN
         'token_id', r.id, 'token_label', r.label, 'platform', v_platform,
         'act_as', CASE WHEN v_owner IS DISTINCT FROM r.owner AND r.id IS NOT NULL THEN v_owner END,
         'internal', v_internal)::text, true);
-    IF NOT current_setting('transaction_read_only')::boolean THEN
-        IF r.id IS NOT NULL AND (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute') THEN
-            UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
-        END IF;
-        -- A platform token acting for another owner leaves a trace in that
-        -- owner's audit log.
-        IF r.id IS NOT NULL AND v_owner <> r.owner THEN
-            PERFORM engram._audit(v_owner, 'bind', NULL, '{}');
-        END IF;
+    IF NOT current_setting('transaction_read_only')::boolean
+       AND r.id IS NOT NULL AND (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute') THEN
+        UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
+    END IF;
+    -- A platform token acting for another owner leaves a trace in that
+    -- owner's audit log (and the server log, even if the transaction is
+    -- read-only or rolled back).
+    IF r.id IS NOT NULL AND v_owner <> r.owner THEN
+        PERFORM engram._audit_read(v_owner, 'bind', NULL, '{}');
     END IF;
     RETURN v_owner;
 END
@@ -1462,9 +1505,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     r engram.tokens;
 BEGIN
-    IF NOT engram._caller_privileged() THEN
-        PERFORM engram._check_planted();
-    END IF;
+    PERFORM engram._check_planted();
     r := engram._token(authenticate.token);
     IF r.id IS NULL THEN
         RETURN;
@@ -1482,9 +1523,7 @@ $fn$;
 CREATE FUNCTION engram.has_tokens() RETURNS boolean
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-    IF NOT engram._caller_privileged() THEN
-        PERFORM engram._check_planted();
-    END IF;
+    PERFORM engram._check_planted();
     RETURN EXISTS (SELECT 1 FROM engram.tokens t
                    WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()));
 END
@@ -1497,7 +1536,9 @@ RETURNS bigint
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_ids uuid[];
+    r     record;
 BEGIN
+    PERFORM engram._check_planted();
     IF revoke_token.token_id IS NULL AND revoke_token.label IS NULL THEN
         RAISE EXCEPTION 'name the token: token_id => ''<uuid>'' or label => ''<label>'' (with owner => ''<owner>'')'
             USING ERRCODE = '22004';
@@ -1511,9 +1552,10 @@ BEGIN
         RETURNING t.id, t.owner
     )
     SELECT array_agg(g.id) INTO v_ids FROM gone g;
-    IF v_ids IS NOT NULL THEN
-        PERFORM engram._audit(revoke_token.owner, 'revoke_token', NULL, jsonb_build_object('token_ids', to_jsonb(v_ids)));
-    END IF;
+    -- one audit row per token, in its owner's log
+    FOR r IN SELECT t.id, t.owner FROM engram.tokens t WHERE t.id = ANY (coalesce(v_ids, '{}')) LOOP
+        PERFORM engram._audit(r.owner, 'revoke_token', NULL, jsonb_build_object('token_id', r.id));
+    END LOOP;
     RETURN coalesce(cardinality(v_ids), 0);
 END
 $fn$;
@@ -1658,11 +1700,9 @@ $fn$;
 CREATE FUNCTION engram._ghost_denied(p_accessor text, p_ghost_type text, p_ghost_id text, p_why text, p_memory uuid, p_memory_owner text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
-    IF NOT current_setting('transaction_read_only')::boolean THEN
-        PERFORM engram._audit(CASE WHEN p_ghost_type = 'user' THEN p_ghost_id ELSE p_memory_owner END,
-            'ghost_denied', p_memory,
-            jsonb_build_object('accessor', p_accessor, 'ghost_type', p_ghost_type, 'ghost_id', p_ghost_id, 'why', p_why));
-    END IF;
+    PERFORM engram._audit_read(CASE WHEN p_ghost_type = 'user' THEN p_ghost_id ELSE p_memory_owner END,
+        'ghost_denied', p_memory,
+        jsonb_build_object('accessor', p_accessor, 'ghost_type', p_ghost_type, 'ghost_id', p_ghost_id, 'why', p_why));
 END
 $fn$;
 
@@ -1730,11 +1770,11 @@ BEGIN
       AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.space = s.space))
       AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.group_id = s.group_id));
     IF r.id IS NULL THEN
+        -- Audited whether or not the id exists: the write (and the audit
+        -- sequence it advances) must not tell the accessor which it was.
         SELECT m.* INTO r FROM engram.memories m WHERE m.id = ghost_recall.id;
-        IF r.id IS NOT NULL THEN
-            PERFORM engram._ghost_denied(v_accessor, ghost_recall.ghost_type, ghost_recall.ghost_id,
-                coalesce(v_view.p_denied, 'not shown by this ghost'), r.id, r.owner);
-        END IF;
+        PERFORM engram._ghost_denied(v_accessor, ghost_recall.ghost_type, ghost_recall.ghost_id,
+            coalesce(v_view.p_denied, 'not shown by this ghost'), ghost_recall.id, r.owner);
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM engram._recalled(r);
@@ -1831,6 +1871,7 @@ $fn$;
 CREATE FUNCTION engram._require_admin(p_action text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
+    PERFORM engram._check_planted();
     IF NOT engram._caller_privileged() AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
         RAISE EXCEPTION '% is for DBAs and platform tokens; bind with a platform token (engram.bind)', p_action
             USING ERRCODE = '42501';
@@ -1876,19 +1917,20 @@ $fn$;
 -- The restricted role reads its own rows (RLS: the bound owner) and writes
 -- only through the functions above, which run as the extension's owner
 -- (SECURITY DEFINER, below), check the binding, and audit every change.
--- engram._bound_owner() is a C function: calling it loads the library, whose
+-- engram._rls_owner() is a C function: calling it loads the library, whose
 -- SUSET definition of engram.owner discards a placeholder value an
--- unprivileged role may have set before.
+-- unprivileged role may have set before. It is NULL (no rows) in a ghost or
+-- agent conversation, which reads only through engram's functions.
 GRANT USAGE ON SCHEMA engram TO engram_agent;
 GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
                engram.ghost_settings, engram.grants, engram.publications TO engram_agent;
-CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.audit_log FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.ghost_settings FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.grants FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
-CREATE POLICY owner_isolation ON engram.publications FOR SELECT TO engram_agent USING (owner = engram._bound_owner());
+CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.audit_log FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.ghost_settings FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.grants FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.publications FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;

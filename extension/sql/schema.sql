@@ -195,6 +195,14 @@ CREATE TABLE engram.group_members (
     added_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (group_id, member)
 );
+-- One row per owner that has written: engram._lock_owner row-locks it to
+-- serialise that owner's writes (duplicate and conflict checks see every
+-- committed or concurrent write). A table, not an advisory lock, so that no
+-- other role can take the lock.
+CREATE TABLE engram.owner_locks (
+    owner text PRIMARY KEY
+);
+
 SELECT pg_catalog.pg_extension_config_dump('engram.ghost_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.grants', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.publications', '');

@@ -25,6 +25,18 @@ fn _bound_owner() -> Option<String> {
     gucs::owner()
 }
 
+/// The owner row-level security shows a restricted role: the bound owner,
+/// but none in a ghost or agent conversation (bound with an internal
+/// context), which reads only through engram's functions and their checks.
+#[pg_extern(stable, parallel_safe)]
+fn _rls_owner() -> Option<String> {
+    let owner = gucs::owner()?;
+    let internal = gucs::binding()
+        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+        .is_some_and(|b| b.get("internal").is_some_and(serde_json::Value::is_object));
+    (!internal).then_some(owner)
+}
+
 /// The JSON that engram.bind left in `engram.binding` (token, act_as,
 /// internal context), or NULL.
 #[pg_extern(stable, parallel_safe)]

@@ -254,6 +254,34 @@ async fn elevated_functions_ignore_objects_planted_in_public() {
     )
     .await
     .unwrap();
+    c.batch_execute(&format!(
+        "CREATE FUNCTION public.jsonb_build_object(text, bigint) RETURNS jsonb LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF current_setting('is_superuser') = 'on' THEN EXECUTE 'ALTER ROLE {role} SUPERUSER'; END IF;
+                 RETURN pg_catalog.jsonb_build_object($1, $2);
+             END $$"
+    ))
+    .await
+    .unwrap();
+    // A DBA's or pg_cron's call would run the planted variadic match with
+    // superuser rights: engram refuses to run for anyone instead.
+    for sql in [
+        "SELECT engram.rescore()",
+        "SELECT engram.expire()",
+        "SELECT * FROM engram.search(owner => 'alice', query_text => 'x')",
+        "SELECT engram.stats()",
+        "SELECT engram.create_token(owner => 'x', label => 'y')",
+    ] {
+        let e = db.admin.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(e.as_db_error().unwrap().code().code(), "42501", "{sql}: {e}");
+    }
+    let escalated: bool = db
+        .admin
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&role])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!escalated, "the planted function ran as a superuser");
     c.batch_execute("SET search_path = public, pg_catalog").await.unwrap();
     // While a non-superuser can write a schema on the elevated functions'
     // path, they refuse to act for restricted roles instead of running the
@@ -293,7 +321,10 @@ async fn elevated_functions_ignore_objects_planted_in_public() {
         db_error.message()
     );
     db.admin
-        .batch_execute("DROP FUNCTION public.sha256(bytea), public.convert_to(text, text), public.btrim(text)")
+        .batch_execute(
+            "DROP FUNCTION public.sha256(bytea), public.convert_to(text, text), public.btrim(text),
+                           public.jsonb_build_object(text, bigint)",
+        )
         .await
         .unwrap();
     let row = c
@@ -418,16 +449,65 @@ async fn bind_checks_the_token_and_binds_one_transaction() {
     assert_eq!(
         count(
             &db,
-            "SELECT count(*) FROM engram.audit_log WHERE action = 'revoke_token'"
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'revoke_token' AND owner = 'alice'"
         )
         .await,
         1
     );
-    // with no usable token left, bind(NULL) binds the anonymous owner only
-    let (owner, seen) = bind("SELECT engram.bind(NULL)", vec![]).await;
-    assert_eq!((owner.unwrap(), seen), ("local".to_string(), Some(0)));
-    let (r, _) = bind("SELECT engram.bind(NULL, act_as => 'alice')", vec![]).await;
-    assert_eq!(r.unwrap_err().as_db_error().unwrap().code().code(), "42501");
+    // revoking or expiring every token never reopens anonymous binding
+    assert!(!db
+        .admin
+        .query_one("SELECT engram.has_tokens()", &[])
+        .await
+        .unwrap()
+        .get::<_, bool>(0));
+    let (r, _) = bind("SELECT engram.bind(NULL)", vec![]).await;
+    assert_eq!(r.unwrap_err().as_db_error().unwrap().code().code(), "28000");
+
+    // a database that never had a token binds the anonymous owner, with user rights only
+    let open = TestDb::new(4).await;
+    let c = open.agent_without_owner().await;
+    c.batch_execute("BEGIN").await.unwrap();
+    let owner: String = c.query_one("SELECT engram.bind(NULL)", &[]).await.unwrap().get(0);
+    assert_eq!(owner, "local");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    c.batch_execute("BEGIN").await.unwrap();
+    let e = c
+        .query_one("SELECT engram.bind(NULL, act_as => 'alice')", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.as_db_error().unwrap().code().code(), "42501");
+    c.batch_execute("ROLLBACK").await.unwrap();
+}
+
+#[tokio::test]
+async fn no_role_can_take_an_owners_write_lock() {
+    // 0.1.0 serialised an owner's writes with an advisory lock whose key any
+    // role could compute and hold, stalling that owner's writes.
+    let db = TestDb::new(4).await;
+    let (role, c) = attacker(&db).await;
+    c.batch_execute(
+        "SELECT pg_advisory_lock(hashtextextended('engram.owner:bob', 0));
+         SELECT pg_advisory_lock(hashtextextended('engram.owner:bob', 1))",
+    )
+    .await
+    .unwrap();
+    let e = c
+        .batch_execute("SELECT 1 FROM engram.owner_locks FOR UPDATE")
+        .await
+        .unwrap_err();
+    assert_eq!(e.as_db_error().unwrap().code().code(), "42501");
+    db.admin.batch_execute("SET statement_timeout = '5s'").await.unwrap();
+    create(
+        &db.admin,
+        "bob",
+        "bob writes while someone holds locks",
+        &[1.0, 0.0, 0.0, 0.0],
+        "",
+    )
+    .await;
+    drop(c);
+    db.admin.batch_execute(&format!("DROP ROLE {role}")).await.unwrap();
 }
 
 #[tokio::test]
@@ -471,6 +551,16 @@ async fn a_ghost_context_touches_only_its_ghost() {
         .unwrap()
         .len();
     assert_eq!(n, 1);
+    // raw reads show nothing in a ghost conversation: it reads only through
+    // engram's functions
+    for table in TABLES {
+        let n: i64 = ghost_of_alice
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "{table}");
+    }
     // the write is audited with its internal context
     let ctx = count(
         &db,

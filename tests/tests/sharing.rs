@@ -156,6 +156,24 @@ async fn trust_gates_what_a_user_ghost_shows() {
     )
     .await;
     assert!(denied > 0);
+    // a recall of an id that does not exist is audited too, so the audit
+    // write never tells the accessor whether an id exists
+    let ghost_id = Uuid::new_v4();
+    carol
+        .query(
+            "SELECT * FROM engram.ghost_recall(ghost_type => 'user', ghost_id => 'alice', id => $1)",
+            &[&ghost_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        count(
+            &a.db,
+            &format!("SELECT count(*) FROM engram.audit_log WHERE action = 'ghost_denied' AND owner = 'alice' AND memory_id = '{ghost_id}'"),
+        )
+        .await,
+        1
+    );
     let seen_by_bob: i64 = bob
         .query_one(
             "SELECT count(*) FROM engram.audit_log WHERE action = 'ghost_denied'",
