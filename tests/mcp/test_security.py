@@ -83,6 +83,11 @@ async def test_spaces_over_mcp(server, tokens, database):
     async with mcp_session(server, tokens["platform"], **space) as s:
         r, _ = await call(s, "memory_search", query="harbour", limit=20)
         assert [h["id"] for h in r["results"]] == [ferry]
+        # plus the accessor's own ghost memories of this space, through the internal tools
+        r, _ = await call(s, "memory_internal_create", content="Ivan asked the harbour space about the ferry")
+        note = r["id"]
+        r, _ = await call(s, "memory_internal_search", query="harbour ferry")
+        assert [h["id"] for h in r["results"]] == [note]
     async with mcp_session(server, tokens["platform"], **{"X-User-Id": "hana"}) as s:
         r, _ = await call(s, "memory_unpublish", id=ferry, space="harbour")
         assert r == {"id": ferry, "unpublished": True}

@@ -165,24 +165,25 @@ impl Sql for Client {
 
 impl Sql for Agent {
     async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
-        self.client.batch_execute("BEGIN").await?;
-        let args: Vec<&(dyn ToSql + Sync)> = self.args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
-        let result = match self.client.query(self.bind.as_str(), &args).await {
-            Ok(_) => self.client.query(sql, params).await,
-            Err(e) => Err(e),
-        };
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-        self.client.batch_execute(end).await?;
-        result
+        self.bound(self.client.query(sql, params)).await
     }
 }
 
 impl Agent {
     pub async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+        self.bound(self.client.execute(sql, params)).await
+    }
+
+    /// Runs `work` (a tokio-postgres future: nothing is sent before it is
+    /// first polled) in a transaction that engram.bind binds first.
+    async fn bound<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, tokio_postgres::Error> {
         self.client.batch_execute("BEGIN").await?;
         let args: Vec<&(dyn ToSql + Sync)> = self.args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
         let result = match self.client.query(self.bind.as_str(), &args).await {
-            Ok(_) => self.client.execute(sql, params).await,
+            Ok(_) => work.await,
             Err(e) => Err(e),
         };
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
