@@ -107,6 +107,11 @@ STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_bound_owner_wrapper';
 
+CREATE FUNCTION engram."_check_planted"() RETURNS void
+STRICT VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_check_planted_wrapper';
+
 CREATE FUNCTION engram."_rls_owner"() RETURNS TEXT /* Option < String > */
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */

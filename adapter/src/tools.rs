@@ -124,7 +124,7 @@ pub struct RememberArgs {
     pub force: Option<bool>,
     /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
     /// fully; the default).
-    pub access_level: Option<i16>,
+    pub access_level: Option<i32>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -168,7 +168,7 @@ pub struct UpdateArgs {
     /// Why it changed (kept in the revision history).
     pub reason: Option<String>,
     /// New access level (1-5) for your ghost's conversations.
-    pub access_level: Option<i16>,
+    pub access_level: Option<i32>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -212,7 +212,7 @@ pub struct GrantArgs {
     /// The user whose conversations with your ghost get this trust.
     pub accessor: String,
     /// 0 blocks them; 1-5 lets them see memories whose access_level is at most this.
-    pub trust: i16,
+    pub trust: i32,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -354,7 +354,7 @@ pub struct IdResult {
 #[derive(Serialize, JsonSchema)]
 pub struct GrantResult {
     pub accessor: String,
-    pub trust: i16,
+    pub trust: i32,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -542,7 +542,7 @@ impl EngramServer {
                 "SELECT status, id::text, conflicts FROM engram.remember(content => $1, embedding => $2, kind => $3,
                      tags => $4, metadata => $5, ttl => $6::float8 * interval '1 day', importance => $7,
                      internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11,
-                     access_level => coalesce($12, 5::smallint))",
+                     access_level => coalesce($12, 5))",
                 &[
                     &a.content,
                     &embedding,

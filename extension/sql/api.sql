@@ -45,63 +45,10 @@ BEGIN
 END
 $fn$;
 
--- engram's public functions run with the extension owner's rights, and
--- resolve names through a search_path holding engram's and pgvector's
--- schemas after pg_catalog. Postgres picks the best-matching function or
--- operator across every schema on the path, so an object planted in either
--- schema (a convert_to(text, text) beside pg_catalog's convert_to(text,
--- name), or a jsonb_build_object(text, bigint) beside the variadic one)
--- would run with those rights — for a DBA's or pg_cron's call as much as for
--- an agent's. Before acting for anyone, engram checks that only superusers
--- can create objects there and refuses otherwise, naming the fix. Every call
--- in here is schema-qualified.
-CREATE FUNCTION engram._check_search_path() RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
-DECLARE
-    v_role   text;
-    v_schema text;
-BEGIN
-    SELECT r.rolname, n.nspname INTO v_role, v_schema
-    FROM pg_catalog.pg_extension e
-    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-    -- predefined roles (pg_*) are skipped: pg_database_owner's CREATE on
-    -- public is checked through the database owner, a role of its own
-    JOIN pg_catalog.pg_roles r ON NOT r.rolsuper AND NOT r.rolname OPERATOR(pg_catalog.~~) 'pg\_%'::text
-         AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE'::text)
-    WHERE e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::name[])
-    LIMIT 1;
-    IF v_role IS NOT NULL THEN
-        RAISE EXCEPTION 'engram refuses to run: role % can create objects in schema %, which engram''s elevated functions search (a planted function would run with superuser rights); REVOKE CREATE ON SCHEMA % FROM % — or, when % owns the schema or the database, ALTER SCHEMA % OWNER TO a superuser — or install pgvector in a schema only superusers can write', v_role, v_schema, v_schema, v_role, v_role, v_schema
-            USING ERRCODE = '42501';
-    END IF;
-END
-$fn$;
-
--- The same, and no function or operator that a non-superuser owns (planted
--- while it could create there) sits in those schemas. Every public function
--- runs this first (through engram._owner or directly); it costs well under
--- 0.1 ms.
-CREATE FUNCTION engram._check_planted() RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
-DECLARE
-    v_object text;
-BEGIN
-    PERFORM engram._check_search_path();
-    SELECT o.what INTO v_object FROM (
-        SELECT p.oid::regprocedure::text AS what, p.proowner AS owner, p.pronamespace AS ns FROM pg_catalog.pg_proc p
-        UNION ALL
-        SELECT o.oid::regoperator::text, o.oprowner, o.oprnamespace FROM pg_catalog.pg_operator o
-    ) o
-    JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) o.ns
-         AND e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::name[])
-    JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner AND NOT r.rolsuper
-    LIMIT 1;
-    IF v_object IS NOT NULL THEN
-        RAISE EXCEPTION 'engram refuses to run: % is owned by a non-superuser and sits in a schema engram''s elevated functions search; a superuser must drop it', v_object
-            USING ERRCODE = '42501';
-    END IF;
-END
-$fn$;
+-- engram._check_planted() (Rust, extension/src/path_guard.rs) refuses to
+-- run while a non-superuser can plant functions or operators in a schema
+-- on the elevated functions' search_path; every public function calls it
+-- first.
 
 -- engram._check_planted() in an expression (a DECLARE default): NULL.
 CREATE FUNCTION engram._check_planted_null() RETURNS text
@@ -297,7 +244,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION engram._check_access_level(p_level smallint) RETURNS void
+CREATE FUNCTION engram._check_access_level(p_level integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
     IF p_level IS NULL OR p_level NOT BETWEEN 1 AND 5 THEN
@@ -515,7 +462,7 @@ CREATE FUNCTION engram.remember(
     session_id text DEFAULT NULL,
     force boolean DEFAULT false,
     conflict_threshold real DEFAULT NULL,
-    access_level smallint DEFAULT 5)
+    access_level integer DEFAULT 5)
 RETURNS TABLE (status text, id uuid, conflicts jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -612,7 +559,7 @@ CREATE FUNCTION engram.update(
     is_correction boolean DEFAULT true,
     internal_type text DEFAULT NULL,
     scope_tags text[] DEFAULT NULL,
-    access_level smallint DEFAULT NULL)
+    access_level integer DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -1567,7 +1514,7 @@ $fn$;
 -- Whether an owner's ghost talks to others (enabled) and the trust it
 -- gives accessors without a grant. An owner without settings has no ghost:
 -- sharing is opt-in. Returns the settings.
-CREATE FUNCTION engram.ghost_settings(owner text DEFAULT NULL, enabled boolean DEFAULT true, default_trust smallint DEFAULT 1)
+CREATE FUNCTION engram.ghost_settings(owner text DEFAULT NULL, enabled boolean DEFAULT true, default_trust integer DEFAULT 1)
 RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -1590,8 +1537,10 @@ $fn$;
 
 -- The trust `owner` gives `accessor` (upsert): 0 blocks the accessor, 1-5
 -- shows memories whose access_level is at most the trust. Returns it.
-CREATE FUNCTION engram.grant(owner text DEFAULT NULL, accessor text DEFAULT NULL, trust smallint DEFAULT NULL)
-RETURNS smallint
+-- Levels and trusts are stored as smallint but taken as integer, so that
+-- `trust => 3` resolves without a cast.
+CREATE FUNCTION engram.grant(owner text DEFAULT NULL, accessor text DEFAULT NULL, trust integer DEFAULT NULL)
+RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller("grant".owner, NULL, NULL, true);

@@ -12,6 +12,7 @@ mod binding;
 mod checks;
 mod errors;
 mod gucs;
+mod path_guard;
 mod scope;
 mod scoring;
 mod upgrade;
@@ -21,6 +22,7 @@ mod upgrade;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    path_guard::init();
 }
 
 // Tables, indexes and the engram_agent role come first; the plpgsql API,

@@ -59,7 +59,7 @@ async fn the_owner_setting_cannot_be_forged() {
     let db = TestDb::new(4).await;
     let bob = create(&db.admin, "bob", "bob's secret", &[1.0, 0.0, 0.0, 0.0], "").await;
     db.admin
-        .batch_execute("SELECT engram.ghost_settings(owner => 'bob'); SELECT engram.grant(owner => 'bob', accessor => 'x', trust => 2::smallint)")
+        .batch_execute("SELECT engram.ghost_settings(owner => 'bob'); SELECT engram.grant(owner => 'bob', accessor => 'x', trust => 2)")
         .await
         .unwrap();
     db.admin
@@ -143,8 +143,8 @@ async fn the_owner_setting_cannot_be_forged() {
         "SELECT * FROM engram.list(owner => 'bob')",
         "SELECT engram.forget(owner => 'bob', id => gen_random_uuid(), hard => true)",
         "SELECT engram.stats(owner => 'bob')",
-        "SELECT engram.grant(owner => 'bob', accessor => 'eve', trust => 5::smallint)",
-        "SELECT engram.ghost_settings(owner => 'bob', default_trust => 5::smallint)",
+        "SELECT engram.grant(owner => 'bob', accessor => 'eve', trust => 5)",
+        "SELECT engram.ghost_settings(owner => 'bob', default_trust => 5)",
         "SELECT * FROM engram.ghost_search(accessor => 'bob', ghost_type => 'space', ghost_id => 'lobby', query_text => 'secret')",
         "SELECT engram.expire()",
         "SELECT engram.rescore()",
@@ -190,7 +190,7 @@ async fn a_bound_attacker_cannot_reach_another_owner() {
     for sql in [
         "SELECT * FROM engram.recall(id => $1)",
         "SELECT engram.update(id => $1, tags => '{mine}')",
-        "SELECT engram.update(id => $1, access_level => 1::smallint)",
+        "SELECT engram.update(id => $1, access_level => 1)",
         "SELECT engram.forget(id => $1, hard => true)",
         "SELECT engram.flag(id => $1, reason => 'x')",
         "SELECT * FROM engram.revisions(id => $1)",

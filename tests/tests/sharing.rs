@@ -15,18 +15,15 @@ struct Alice {
 async fn alice() -> Alice {
     let db = TestDb::new(4).await;
     let a = db.agent("alice").await;
-    a.query_one(
-        "SELECT engram.ghost_settings(enabled => true, default_trust => 1::smallint)",
-        &[],
-    )
-    .await
-    .unwrap();
+    a.query_one("SELECT engram.ghost_settings(enabled => true, default_trust => 1)", &[])
+        .await
+        .unwrap();
     let level1 = create(
         &a,
         "alice",
         "alice works at the harbour office",
         &[1.0, 0.0, 0.0, 0.0],
-        "access_level => 1::smallint",
+        "access_level => 1",
     )
     .await;
     let level3 = create(
@@ -34,7 +31,7 @@ async fn alice() -> Alice {
         "alice",
         "alice is planning a harbour trip in May",
         &[0.0, 1.0, 0.0, 0.0],
-        "access_level => 3::smallint",
+        "access_level => 3",
     )
     .await;
     let level4 = create(
@@ -42,13 +39,13 @@ async fn alice() -> Alice {
         "alice",
         "alice's harbour door code is 4471",
         &[0.0, 0.0, 1.0, 0.0],
-        "access_level => 4::smallint",
+        "access_level => 4",
     )
     .await;
-    a.query_one("SELECT engram.grant(accessor => 'bob', trust => 3::smallint)", &[])
+    a.query_one("SELECT engram.grant(accessor => 'bob', trust => 3)", &[])
         .await
         .unwrap();
-    a.query_one("SELECT engram.grant(accessor => 'dave', trust => 0::smallint)", &[])
+    a.query_one("SELECT engram.grant(accessor => 'dave', trust => 0)", &[])
         .await
         .unwrap();
     let bobs = create(&db.admin, "bob", "bob's harbour notes", &[1.0, 0.0, 0.0, 0.0], "").await;
@@ -112,7 +109,7 @@ async fn trust_gates_what_a_user_ghost_shows() {
     // the other direction: raising bob's trust shows level 4, lowering hides
     let alice = a.db.agent("alice").await;
     alice
-        .query_one("SELECT engram.grant(accessor => 'bob', trust => 4::smallint)", &[])
+        .query_one("SELECT engram.grant(accessor => 'bob', trust => 4)", &[])
         .await
         .unwrap();
     assert_eq!(
@@ -120,10 +117,7 @@ async fn trust_gates_what_a_user_ghost_shows() {
         sorted(vec![a.level1, a.level3, a.level4])
     );
     alice
-        .query_one(
-            "SELECT engram.update(id => $1, access_level => 5::smallint)",
-            &[&a.level4],
-        )
+        .query_one("SELECT engram.update(id => $1, access_level => 5)", &[&a.level4])
         .await
         .unwrap();
     assert_eq!(through_alices_ghost(&a, &bob).await, sorted(vec![a.level1, a.level3]));
@@ -193,7 +187,7 @@ async fn an_owner_without_ghost_settings_has_no_ghost() {
         "erin",
         "erin's fact",
         &[1.0, 0.0, 0.0, 0.0],
-        "access_level => 1::smallint",
+        "access_level => 1",
     )
     .await;
     let bob = db.agent("bob").await;
@@ -297,20 +291,17 @@ async fn access_levels_and_trust_are_validated() {
     let alice = db.agent("alice").await;
     for (sql, code) in [
         (
-            "SELECT * FROM engram.remember(content => 'x', embedding => '[1,0,0,0]', access_level => 0::smallint)",
+            "SELECT * FROM engram.remember(content => 'x', embedding => '[1,0,0,0]', access_level => 0)",
             "22023",
         ),
         (
-            "SELECT * FROM engram.remember(content => 'x', embedding => '[1,0,0,0]', access_level => 6::smallint)",
+            "SELECT * FROM engram.remember(content => 'x', embedding => '[1,0,0,0]', access_level => 6)",
             "22023",
         ),
-        ("SELECT engram.grant(accessor => 'bob', trust => 6::smallint)", "22023"),
-        (
-            "SELECT engram.grant(accessor => 'alice', trust => 3::smallint)",
-            "22023",
-        ),
-        ("SELECT engram.grant(trust => 3::smallint)", "22004"),
-        ("SELECT engram.ghost_settings(default_trust => 9::smallint)", "22023"),
+        ("SELECT engram.grant(accessor => 'bob', trust => 6)", "22023"),
+        ("SELECT engram.grant(accessor => 'alice', trust => 3)", "22023"),
+        ("SELECT engram.grant(trust => 3)", "22004"),
+        ("SELECT engram.ghost_settings(default_trust => 9)", "22023"),
         (
             "SELECT * FROM engram.ghost_list(ghost_type => 'planet', ghost_id => 'x')",
             "22023",
