@@ -76,13 +76,35 @@ pub struct AuthState {
     pub loopback_listener: bool,
 }
 
+/// One header's value. Identity and scope come from headers, so anything
+/// ambiguous is an error rather than a guess: a header sent twice (a proxy
+/// appending a value after the client's), or sent empty (which would
+/// otherwise silently mean "absent": an empty X-User-Id acting as the token's
+/// own owner).
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
-    match h.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(|s| Some(s.trim()).filter(|s| !s.is_empty()))
-            .map_err(|_| format!("header {name} is not valid text; send printable ASCII")),
+    let mut values = h.get_all(name).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(format!("header {name} was sent more than once; send it once"));
+    }
+    let v = v
+        .to_str()
+        .map_err(|_| format!("header {name} is not valid text; send printable ASCII"))?
+        .trim();
+    if v.is_empty() {
+        return Err(format!("header {name} is empty; leave it out or give it a value"));
+    }
+    Ok(Some(v))
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any
+/// case); other schemes are refused rather than read as "no token".
+fn bearer(value: &str) -> Result<&str, String> {
+    match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => Ok(token.trim()),
+        _ => Err("unsupported Authorization header; send Authorization: Bearer <token>".into()),
     }
 }
 
@@ -148,9 +170,11 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         .is_some_and(|c| c.0.ip().is_loopback());
     let h = req.headers();
     let bearer = match header(h, "authorization") {
-        Ok(v) => v
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim),
+        Ok(None) => None,
+        Ok(Some(v)) => match bearer(v) {
+            Ok(token) => Some(token),
+            Err(e) => return deny(StatusCode::UNAUTHORIZED, &e),
+        },
         Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
     };
     let (owner, platform) = match bearer {
@@ -170,9 +194,11 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
                 "missing token; send Authorization: Bearer <token>",
             )
         }
-        None => match state.db.has_tokens().await {
-            Ok(false) => (String::new(), false),
-            Ok(true) => {
+        // The database decides, as engram.bind(NULL) will: only while it
+        // has never had a token.
+        None => match state.db.anonymous_allowed().await {
+            Ok(true) => (String::new(), false),
+            Ok(false) => {
                 return deny(
                     StatusCode::UNAUTHORIZED,
                     "missing token; send Authorization: Bearer <token>",
@@ -229,6 +255,31 @@ mod tests {
             h.insert(*k, http::HeaderValue::from_static(v));
         }
         h
+    }
+
+    #[test]
+    fn ambiguous_headers_are_errors() {
+        let mut h = HeaderMap::new();
+        h.append("x-user-id", http::HeaderValue::from_static("bob"));
+        h.append("x-user-id", http::HeaderValue::from_static("alice"));
+        assert!(header(&h, "x-user-id").unwrap_err().contains("more than once"));
+        assert!(header(&headers(&[("x-user-id", " ")]), "x-user-id")
+            .unwrap_err()
+            .contains("empty"));
+        assert!(internal_from_headers(&headers(&[("x-internal-type", "")])).is_err());
+        assert_eq!(
+            header(&headers(&[("x-user-id", " bob ")]), "x-user-id"),
+            Ok(Some("bob"))
+        );
+    }
+
+    #[test]
+    fn bearer_scheme_in_any_case_and_nothing_else() {
+        assert_eq!(bearer("Bearer eg_1"), Ok("eg_1"));
+        assert_eq!(bearer("BEARER eg_1"), Ok("eg_1"));
+        assert!(bearer("Basic dXNlcjpwYXNz").is_err());
+        assert!(bearer("Bearer ").is_err());
+        assert!(bearer("eg_1").is_err());
     }
 
     #[test]

@@ -96,20 +96,25 @@ impl Db {
     }
 
     /// Refuses a login role that would bypass the database's checks: a
-    /// superuser (or BYPASSRLS role) is never bound by row-level security.
+    /// superuser or BYPASSRLS role, a member of one (it can SET ROLE to it),
+    /// or a role that may set engram.owner itself.
     pub async fn check_login_role(&self) -> anyhow::Result<String> {
         let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let row = client
             .query_one(
-                "SELECT current_user::text, r.rolsuper OR r.rolbypassrls, pg_has_role(current_user, 'engram_agent', 'MEMBER')
-                 FROM pg_roles r WHERE r.rolname = current_user",
+                "SELECT current_user::text,
+                        EXISTS (SELECT 1 FROM pg_roles r WHERE (r.rolsuper OR r.rolbypassrls)
+                                  AND pg_has_role(current_user, r.oid, 'MEMBER'))
+                        OR has_parameter_privilege('engram.owner', 'SET'),
+                        pg_has_role(current_user, 'engram_agent', 'MEMBER')",
                 &[],
             )
             .await?;
         let (role, elevated, member): (String, bool, bool) = (row.get(0), row.get(1), row.get(2));
         if elevated {
             anyhow::bail!(
-                "engram-mcp logs in as '{role}', a superuser or BYPASSRLS role: row-level security would not confine it. \
+                "engram-mcp logs in as '{role}', which is (or can become) a superuser or BYPASSRLS role, or may set \
+                 engram.owner: the database's checks would not confine it. \
                  Log in as a role that is only a member of engram_agent, e.g. \
                  CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent (scripts/run creates it)"
             );
@@ -192,6 +197,12 @@ impl Db {
             .query("SELECT owner, platform FROM engram.authenticate($1)", &[&token])
             .await?;
         Ok(rows.first().map(|r| (r.get(0), r.get(1))))
+    }
+
+    /// Whether requests without a token may be served (engram.bind(NULL)
+    /// would bind): only in a database that has never had a token.
+    pub async fn anonymous_allowed(&self) -> Result<bool, DbError> {
+        Ok(self.query("SELECT engram.anonymous_allowed()", &[]).await?[0].get(0))
     }
 
     pub async fn has_tokens(&self) -> Result<bool, DbError> {

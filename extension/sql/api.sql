@@ -1380,7 +1380,7 @@ BEGIN
     IF bind.token IS NULL THEN
         -- Anonymous binding ends for good with the first token: revoking or
         -- expiring every token never reopens it.
-        IF EXISTS (SELECT 1 FROM engram.tokens t) THEN
+        IF NOT engram.anonymous_allowed() THEN
             RAISE EXCEPTION 'a token is required; pass token => ''eg_...'' (a DBA creates one with engram.create_token)'
                 USING ERRCODE = '28000';
         END IF;
@@ -1473,6 +1473,17 @@ BEGIN
     PERFORM engram._check_planted();
     RETURN EXISTS (SELECT 1 FROM engram.tokens t
                    WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()));
+END
+$fn$;
+
+-- Whether engram.bind(NULL) binds the anonymous owner: only in a database
+-- that has never had a token. engram-mcp asks before serving a request
+-- without one.
+CREATE FUNCTION engram.anonymous_allowed() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_planted();
+    RETURN NOT EXISTS (SELECT 1 FROM engram.tokens t);
 END
 $fn$;
 

@@ -56,20 +56,37 @@ pub fn init() {
 }
 
 /// The first problem, as a message, or NULL. Fully qualified: a direct
-/// caller may have any search_path.
-const PROBLEM: &str = r"
+/// caller may have any search_path. "Can create" is read from ownership and
+/// the schema ACL, not from has_schema_privilege(): a schema's owner can
+/// always grant itself CREATE back, and a NOINHERIT member of
+/// pg_database_owner can SET ROLE to it. pg_database_owner counts as the
+/// database's owner.
+const PROBLEM: &std::ffi::CStr = cr"
 WITH ns AS (
-    SELECT n.oid, n.nspname FROM pg_catalog.pg_extension e
+    SELECT n.oid, n.nspname, n.nspowner, n.nspacl FROM pg_catalog.pg_extension e
     JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
     WHERE e.extname OPERATOR(pg_catalog.=) ANY (ARRAY['engram', 'vector']::pg_catalog.name[])
 ), weak AS (
-    SELECT r.oid FROM pg_catalog.pg_roles r WHERE NOT r.rolsuper
+    SELECT r.oid FROM pg_catalog.pg_roles r
+    WHERE NOT r.rolsuper
+      AND (r.rolname OPERATOR(pg_catalog.<>) 'pg_database_owner'
+           OR NOT (SELECT o.rolsuper FROM pg_catalog.pg_database d
+                   JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) d.datdba
+                   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()))
+), creators AS (
+    SELECT ns.nspname, ns.nspowner AS who FROM ns
+    UNION ALL
+    SELECT ns.nspname, a.grantee FROM ns, pg_catalog.aclexplode(ns.nspacl) a
+    WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
 )
 SELECT coalesce(
-    (SELECT pg_catalog.format('role %s can create objects in schema %s, which engram''s elevated functions search (a planted function would run with superuser rights); REVOKE CREATE ON SCHEMA %s FROM %s, or ALTER SCHEMA %s OWNER TO a superuser if %s owns the schema or the database', r.rolname, ns.nspname, ns.nspname, r.rolname, ns.nspname, r.rolname)
-     FROM ns JOIN pg_catalog.pg_roles r ON NOT r.rolsuper
-          AND r.rolname OPERATOR(pg_catalog.!~~) 'pg\_%'
-          AND pg_catalog.has_schema_privilege(r.oid, ns.oid, 'CREATE')
+    (SELECT pg_catalog.format('%s can create objects in schema %s (as its owner or by a CREATE grant), and engram''s elevated functions search it: a function planted there would run with superuser rights. REVOKE CREATE ON SCHEMA %s FROM %s; if it owns the schema (or, for pg_database_owner, the database), ALTER SCHEMA %s OWNER TO a superuser; or install pgvector in a schema only superusers can write',
+                              w.who_name, c.nspname, c.nspname, w.who_name, c.nspname)
+     FROM creators c
+     CROSS JOIN LATERAL (SELECT CASE WHEN c.who OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                                     ELSE c.who::pg_catalog.regrole::pg_catalog.text END AS who_name) w
+     WHERE c.who OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+        OR c.who OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT weak.oid FROM weak))
      LIMIT 1),
     (SELECT pg_catalog.format('function %s is owned by a non-superuser and sits in schema %s, which engram''s elevated functions search; a superuser must drop it', p.oid::pg_catalog.regprocedure, ns.nspname)
      FROM pg_catalog.pg_proc p JOIN ns ON ns.oid OPERATOR(pg_catalog.=) p.pronamespace
@@ -80,17 +97,55 @@ SELECT coalesce(
      WHERE o.oprowner OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT weak.oid FROM weak))
      LIMIT 1))";
 
+/// Runs PROBLEM against the latest catalog state. Name resolution reads the
+/// catalogs as they are now, so the check must too: under REPEATABLE READ
+/// an SPI query would see the transaction's older snapshot and miss a
+/// function created since.
+fn first_problem() -> Option<String> {
+    Spi::connect(|_client| {
+        // SAFETY: inside SPI_connect (Spi::connect); the plan, snapshot and
+        // tuple table are SPI's and live until the closure returns.
+        unsafe {
+            let plan = pg_sys::SPI_prepare(PROBLEM.as_ptr(), 0, std::ptr::null_mut());
+            if plan.is_null() {
+                error!("engram: preparing the search-path check failed");
+            }
+            let rc = pg_sys::SPI_execute_snapshot(
+                plan,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                pg_sys::GetLatestSnapshot(),
+                std::ptr::null_mut(),
+                true,
+                false,
+                1,
+            );
+            if rc != pg_sys::SPI_OK_SELECT as i32 {
+                error!("engram: the search-path check failed (SPI code {rc})");
+            }
+            let table = pg_sys::SPI_tuptable;
+            if table.is_null() || (*table).numvals == 0 {
+                return None;
+            }
+            let value = pg_sys::SPI_getvalue(*(*table).vals, (*table).tupdesc, 1);
+            (!value.is_null()).then(|| std::ffi::CStr::from_ptr(value).to_string_lossy().into_owned())
+        }
+    })
+}
+
 /// Refuses (42501) while engram's or pgvector's schema is writable by, or
 /// holds functions or operators of, a non-superuser.
 #[pg_extern(volatile)]
 fn _check_planted() {
+    // Invalidations other backends queued (a function created elsewhere)
+    // are applied here, before the generation is compared.
+    // SAFETY: a plain call into Postgres within a transaction.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
     let generation = GENERATION.load(Ordering::Relaxed);
     if CHECKED.load(Ordering::Relaxed) == generation {
         return;
     }
-    let problem =
-        Spi::get_one::<String>(PROBLEM).unwrap_or_else(|e| error!("engram: checking the search path failed: {e}"));
-    if let Some(problem) = problem {
+    if let Some(problem) = first_problem() {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,

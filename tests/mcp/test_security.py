@@ -126,8 +126,10 @@ async def test_anonymous_requests_only_on_loopback_without_tokens(open_database,
     # stays closed to anonymous requests after the last token is revoked.
     db = new_database()
     psql(db, "SELECT engram.create_token(owner => 'ops', label => 'only')")
-    with serving(db, listen="0.0.0.0") as base:
+    with serving(db, listen="0.0.0.0") as base, serving(db) as local:
         psql(db, "SELECT engram.revoke_token(label => 'only', owner => 'ops')")
+        # on loopback too: a database that had a token never serves anonymously again
+        assert post(local).status_code == 401
         assert psql(db, "SELECT engram.has_tokens()") == "f"
         assert post(base).status_code == 401, "revoking the last token opened a network listener"
         address = non_loopback_address()
@@ -139,6 +141,28 @@ async def test_anonymous_requests_only_on_loopback_without_tokens(open_database,
 async def test_the_adapter_refuses_a_superuser_login(database):
     with pytest.raises(RuntimeError, match="superuser"):
         start(database, env_extra={"ENGRAM_DATABASE_URL": f"host={HOST} port={PORT} user=postgres dbname={database}"})
+    # nor a role that can SET ROLE to a superuser
+    psql(database, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'engram_mcp_su') THEN "
+                   "CREATE ROLE engram_mcp_su LOGIN IN ROLE engram_agent, postgres; END IF; END $$")
+    with pytest.raises(RuntimeError, match="superuser"):
+        start(database, env_extra={"ENGRAM_DATABASE_URL": f"host={HOST} port={PORT} user=engram_mcp_su dbname={database}"})
+    psql(database, "DROP ROLE engram_mcp_su")
+
+
+async def test_ambiguous_identity_headers_are_refused(server, tokens):
+    post = lambda headers: httpx.post(server + "/mcp", json=INITIALIZE, headers=[*JSON_HEADERS.items(), *headers],
+                                      timeout=10)
+    platform = ("Authorization", f"Bearer {tokens['platform']}")
+    # an empty X-User-Id used to act as the platform token's own owner
+    assert post([platform, ("X-User-Id", "")]).status_code == 400
+    assert post([platform, ("X-User-Id", "bob"), ("X-User-Id", "alice")]).status_code == 400
+    # an empty X-Internal-Type used to mean "no context": now every tool says what is wrong
+    async with mcp_session(server, tokens["platform"], **{"X-User-Id": "bob", "X-Internal-Type": ""}) as s:
+        text, err = await call(s, "memory_search", query="anything")
+        assert err and "x-internal-type" in text.lower() and "empty" in text
+    # the scheme is case-insensitive; other schemes are not "no token"
+    assert post([("Authorization", f"BEARER {tokens['alice']}")]).status_code == 200
+    assert post([("Authorization", "Basic dXNlcjpwYXNz")]).status_code == 401
 
 
 def metric(base, name):

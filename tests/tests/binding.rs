@@ -570,3 +570,62 @@ async fn a_ghost_context_touches_only_its_ghost() {
     .await;
     assert_eq!(ctx, 1);
 }
+
+#[tokio::test]
+async fn the_guard_reads_ownership_and_the_latest_catalog() {
+    let db = TestDb::new(4).await;
+    let (role, c) = attacker(&db).await;
+    // An owner can always grant itself CREATE again: owning a searched
+    // schema is enough to be refused, whatever the ACL says.
+    db.admin
+        .batch_execute(&format!("ALTER SCHEMA public OWNER TO {role}"))
+        .await
+        .unwrap();
+    c.batch_execute(&format!("REVOKE CREATE ON SCHEMA public FROM {role}"))
+        .await
+        .unwrap();
+    let e = db.admin.batch_execute("SELECT engram.stats()").await.unwrap_err();
+    let msg = e.as_db_error().unwrap().message().to_string();
+    assert!(msg.contains("ALTER SCHEMA public OWNER TO"), "{msg}");
+    db.admin
+        .batch_execute("ALTER SCHEMA public OWNER TO pg_database_owner")
+        .await
+        .unwrap();
+    db.admin.batch_execute("SELECT engram.stats()").await.unwrap();
+
+    // A REPEATABLE READ transaction that started before a function was
+    // planted still sees it: name resolution reads the latest catalog, and
+    // so does the guard.
+    let victim = db.admin_connection().await;
+    victim
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT engram.stats()")
+        .await
+        .unwrap();
+    db.admin
+        .batch_execute(&format!("GRANT CREATE ON SCHEMA public TO {role}"))
+        .await
+        .unwrap();
+    c.batch_execute(
+        "CREATE FUNCTION public.jsonb_build_object(text, bigint) RETURNS jsonb LANGUAGE sql
+             AS 'SELECT pg_catalog.jsonb_build_object($1, $2)'",
+    )
+    .await
+    .unwrap();
+    db.admin
+        .batch_execute(&format!("REVOKE CREATE ON SCHEMA public FROM {role}"))
+        .await
+        .unwrap();
+    let e = victim.batch_execute("SELECT engram.stats()").await.unwrap_err();
+    let msg = e.as_db_error().unwrap().message().to_string();
+    assert!(
+        msg.contains("jsonb_build_object") && msg.contains("must drop it"),
+        "{msg}"
+    );
+    victim.batch_execute("ROLLBACK").await.unwrap();
+    db.admin
+        .batch_execute(&format!(
+            "DROP FUNCTION public.jsonb_build_object(text, bigint); DROP ROLE {role}"
+        ))
+        .await
+        .unwrap();
+}
