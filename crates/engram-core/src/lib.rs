@@ -1,5 +1,6 @@
 //! engram's pure logic, free of Postgres: scoring formulas, tag scopes,
-//! input validation, search helpers and list cursors.
+//! input validation, search helpers, list cursors and the mode policy of
+//! captured events.
 //!
 //! The `engram` pgrx extension binds these functions to SQL; the MCP adapter
 //! uses the same code to validate arguments before a round trip. Everything
@@ -7,6 +8,7 @@
 
 pub mod cursor;
 pub mod error;
+pub mod policy;
 pub mod scoring;
 pub mod search;
 pub mod tags;
