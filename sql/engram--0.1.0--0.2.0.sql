@@ -107,6 +107,39 @@ STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_bound_owner_wrapper';
 
+CREATE FUNCTION engram."can_write"(
+	"mode" TEXT, /* & str */
+	"event_type" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'can_write_wrapper';
+
+CREATE FUNCTION engram."should_capture_tool"(
+	"mode" TEXT, /* & str */
+	"tool_name" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'should_capture_tool_wrapper';
+
+CREATE FUNCTION engram."context_depth"(
+	"mode" TEXT, /* & str */
+	"role" TEXT DEFAULT 'owner' /* & str */
+) RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'context_depth_wrapper';
+
+CREATE FUNCTION engram."_capture_skip_reason"(
+	"mode" TEXT, /* & str */
+	"event_type" TEXT, /* & str */
+	"tool_name" TEXT /* Option < & str > */
+) RETURNS TEXT /* Option < String > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_capture_skip_reason_wrapper';
+
 CREATE FUNCTION engram."_check_planted"() RETURNS void
 STRICT VOLATILE
 LANGUAGE c /* Rust */

@@ -13,6 +13,7 @@ mod checks;
 mod errors;
 mod gucs;
 mod path_guard;
+mod policy;
 mod scope;
 mod scoring;
 mod upgrade;
