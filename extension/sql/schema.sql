@@ -203,6 +203,22 @@ CREATE TABLE engram.owner_locks (
     owner text PRIMARY KEY
 );
 
+-- Slots (agentmemory, SPEC 9): named, size-limited text blocks an agent
+-- keeps at hand, global (workspace '') or per workspace, where a
+-- workspace's slot shadows the global one of the same label.
+CREATE TABLE engram.slots (
+    owner      text NOT NULL CHECK (owner <> ''),
+    workspace  text NOT NULL DEFAULT '',
+    label      text NOT NULL CHECK (label <> '' AND octet_length(label) <= 200),
+    content    text NOT NULL DEFAULT '',
+    size_limit integer NOT NULL DEFAULT 2000 CHECK (size_limit BETWEEN 1 AND 262144),
+    pinned     boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (owner, workspace, label)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('engram.slots', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.ghost_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.grants', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.publications', '');
@@ -211,3 +227,4 @@ SELECT pg_catalog.pg_extension_config_dump('engram.group_members', '');
 ALTER TABLE engram.ghost_settings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.publications ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.slots ENABLE ROW LEVEL SECURITY;
