@@ -79,13 +79,13 @@ pub struct ServeArgs {
     )]
     pub allowed_origins: Vec<String>,
     /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools),
-    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups are
-    /// neither listed nor callable.
+    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish), slots (memory_slot_*).
+    /// Tools of other groups are neither listed nor callable.
     #[arg(
         long,
         env = "ENGRAM_TOOLS",
         value_delimiter = ',',
-        default_value = "core,internal,sharing"
+        default_value = "core,internal,sharing,slots"
     )]
     pub tools: Vec<String>,
     /// Serve without MCP sessions: every POST is answered with plain JSON.

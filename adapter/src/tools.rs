@@ -41,9 +41,10 @@ pub struct Groups {
     pub core: bool,
     pub internal: bool,
     pub sharing: bool,
+    pub slots: bool,
 }
 
-pub const GROUP_NAMES: [&str; 3] = ["core", "internal", "sharing"];
+pub const GROUP_NAMES: [&str; 4] = ["core", "internal", "sharing", "slots"];
 
 impl Groups {
     pub fn parse(names: &[String]) -> Result<Groups, String> {
@@ -58,6 +59,7 @@ impl Groups {
             core: names.contains(&"core"),
             internal: names.contains(&"internal"),
             sharing: names.contains(&"sharing"),
+            slots: names.contains(&"slots"),
         })
     }
 
@@ -65,6 +67,8 @@ impl Groups {
     pub fn of(tool: &str) -> &'static str {
         if tool.starts_with("memory_internal_") {
             "internal"
+        } else if tool.starts_with("memory_slot_") {
+            "slots"
         } else if SHARING_TOOLS.contains(&tool) {
             "sharing"
         } else {
@@ -76,6 +80,7 @@ impl Groups {
         match Groups::of(tool) {
             "internal" => self.internal,
             "sharing" => self.sharing,
+            "slots" => self.slots,
             _ => self.core,
         }
     }
@@ -232,6 +237,44 @@ pub struct PublishArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct SlotSetArgs {
+    /// The slot's name, e.g. "persona" or "todo".
+    pub label: String,
+    /// Its whole new content.
+    pub content: String,
+    /// A workspace name for a workspace slot (it shadows the global slot of the same label); omit for a global slot.
+    pub workspace: Option<String>,
+    /// Most characters the slot may hold (default 2000).
+    pub size_limit: Option<i32>,
+    /// Pinned slots go into every context package.
+    pub pinned: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct SlotAppendArgs {
+    /// The slot's name.
+    pub label: String,
+    /// A line to add at the end.
+    pub content: String,
+    /// The workspace of a workspace slot; omit for a global slot.
+    pub workspace: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct SlotArgs {
+    /// The slot's name.
+    pub label: String,
+    /// A workspace: its slot if it has one, else the global slot.
+    pub workspace: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct SlotListArgs {
+    /// A workspace: its slots and the global ones it does not shadow; omit for the global slots.
+    pub workspace: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct ConsolidateArgs {
     /// Ids of the memories to merge; they are archived and point to the new one.
     pub ids: Vec<String>,
@@ -352,6 +395,34 @@ pub struct IdResult {
 }
 
 #[derive(Serialize, JsonSchema)]
+pub struct Slot {
+    pub label: String,
+    /// null for a global slot
+    pub workspace: Option<String>,
+    pub content: String,
+    pub chars: i32,
+    pub size_limit: i32,
+    pub pinned: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SlotResult {
+    pub slot: Slot,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SlotListResult {
+    pub slots: Vec<Slot>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SlotDeleteResult {
+    pub label: String,
+    /// false when there was no such slot
+    pub deleted: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
 pub struct GrantResult {
     pub accessor: String,
     pub trust: i32,
@@ -405,6 +476,31 @@ fn not_in_ghost(c: &Caller) -> Result<(), String> {
     match c.internal.as_ref().ok().and_then(Option::as_ref) {
         Some(i) if i.is_ghost() => Err(GHOST_WRITES.into()),
         _ => Ok(()),
+    }
+}
+
+/// Columns of an `engram.slot` row, in the order `slot_of` reads them.
+const SLOT_COLUMNS: &str = "label, workspace, content, chars, size_limit, pinned";
+
+fn slot_of(r: &tokio_postgres::Row) -> Slot {
+    Slot {
+        label: r.get(0),
+        workspace: r.get(1),
+        content: r.get(2),
+        chars: r.get(3),
+        size_limit: r.get(4),
+        pinned: r.get(5),
+    }
+}
+
+/// A slot error as a tool error that names the tool to use.
+fn slot_error(e: DbError) -> String {
+    match e.code.as_deref() {
+        Some("P0002") => format!(
+            "{}. Use memory_slot_list to see your slots, or memory_slot_set to create one.",
+            e.message.split(';').next().unwrap_or("slot not found")
+        ),
+        _ => e.message,
     }
 }
 
@@ -1091,6 +1187,158 @@ impl EngramServer {
         .await
     }
 
+    #[tool(
+        description = "Set a slot: a named, size-limited text block you keep at hand (a persona, a todo list). Global, \
+                       or per workspace, where it shadows the global slot of the same label. Replaces the content."
+    )]
+    async fn memory_slot_set(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SlotSetArgs>,
+    ) -> Result<Json<SlotResult>, String> {
+        self.run("memory_slot_set", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    &format!(
+                        "SELECT {SLOT_COLUMNS} FROM engram.slot_set(label => $1, content => $2, workspace => $3,
+                             size_limit => coalesce($4, 2000), pinned => coalesce($5, false))"
+                    ),
+                    &[&a.label, &a.content, &a.workspace, &a.size_limit, &a.pinned],
+                )
+                .await
+                .map_err(slot_error)?;
+            Ok(SlotResult {
+                slot: slot_of(&rows[0]),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Append a line to a slot (created if missing); refused when it would pass the slot's size limit."
+    )]
+    async fn memory_slot_append(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SlotAppendArgs>,
+    ) -> Result<Json<SlotResult>, String> {
+        self.run("memory_slot_append", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    &format!(
+                        "SELECT {SLOT_COLUMNS} FROM engram.slot_append(label => $1, content => $2, workspace => $3)"
+                    ),
+                    &[&a.label, &a.content, &a.workspace],
+                )
+                .await
+                .map_err(slot_error)?;
+            Ok(SlotResult {
+                slot: slot_of(&rows[0]),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Read a slot: the workspace's slot if it has one, else the global slot of that label.",
+        annotations(read_only_hint = true)
+    )]
+    async fn memory_slot_get(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SlotArgs>,
+    ) -> Result<Json<SlotResult>, String> {
+        self.run("memory_slot_get", async {
+            let c = caller(&parts)?;
+            // slot_list applies slot_get's shadowing rule and returns the whole row
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    &format!("SELECT {SLOT_COLUMNS} FROM engram.slot_list(workspace => $2) WHERE label = $1"),
+                    &[&a.label, &a.workspace],
+                )
+                .await
+                .map_err(slot_error)?;
+            if rows.is_empty() {
+                return Err(format!(
+                    "Slot {} not found. Use memory_slot_list to see your slots, or memory_slot_set to create it.",
+                    a.label
+                ));
+            }
+            Ok(SlotResult {
+                slot: slot_of(&rows[0]),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "List slots: a workspace's (with the global ones it does not shadow), or the global ones.",
+        annotations(read_only_hint = true)
+    )]
+    async fn memory_slot_list(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SlotListArgs>,
+    ) -> Result<Json<SlotListResult>, String> {
+        self.run("memory_slot_list", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    &format!("SELECT {SLOT_COLUMNS} FROM engram.slot_list(workspace => $1)"),
+                    &[&a.workspace],
+                )
+                .await
+                .map_err(slot_error)?;
+            Ok(SlotListResult {
+                slots: rows.iter().map(slot_of).collect(),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Delete a slot (the workspace's only; a global slot it shadowed shows again).",
+        annotations(destructive_hint = true)
+    )]
+    async fn memory_slot_delete(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SlotArgs>,
+    ) -> Result<Json<SlotDeleteResult>, String> {
+        self.run("memory_slot_delete", async {
+            let c = caller(&parts)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.slot_delete(label => $1, workspace => $2)",
+                    &[&a.label, &a.workspace],
+                )
+                .await
+                .map_err(slot_error)?;
+            Ok(SlotDeleteResult {
+                label: a.label,
+                deleted: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
     #[tool(description = "Create a ghost or agent memory in the request's internal context (X-Internal-Type headers).")]
     async fn memory_internal_create(
         &self,
@@ -1299,9 +1547,11 @@ mod tests {
             Groups {
                 core: true,
                 internal: false,
-                sharing: true
+                sharing: true,
+                slots: false
             }
         );
+        assert_eq!(Groups::of("memory_slot_get"), "slots");
         assert!(g.serves("memory_search") && g.serves("memory_grant"));
         assert!(!g.serves("memory_internal_create"));
         assert!(Groups::parse(&["core".into(), "everything".into()])

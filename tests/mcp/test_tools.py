@@ -12,19 +12,21 @@ CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "m
 INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal_search",
             "memory_internal_query", "memory_internal_search_by"}
 SHARING = {"memory_grant", "memory_revoke_grant", "memory_publish", "memory_unpublish"}
+SLOTS = {"memory_slot_set", "memory_slot_append", "memory_slot_get", "memory_slot_list", "memory_slot_delete"}
 
 
 async def test_tools_are_listed_per_request_headers(server, tokens):
     async with mcp_session(server, tokens["platform"]) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == CORE | SHARING
+        assert set(tools) == CORE | SHARING | SLOTS
+        assert len(tools) <= 25, "clients cap the number of tools they show"
         assert tools["memory_search"].annotations.readOnlyHint is True
         assert tools["memory_forget"].annotations.destructiveHint is True
         assert "content" in tools["memory_remember"].inputSchema["properties"]
         assert tools["memory_remember"].inputSchema["properties"]["content"]["description"]
         assert tools["memory_search"].outputSchema is not None
     async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "agent"}) as s:
-        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL | SHARING
+        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL | SHARING | SLOTS
 
 
 async def test_core_tools_end_to_end(server, tokens):
@@ -195,3 +197,28 @@ async def test_session_delete_ends_the_session(server, tokens):
         assert c.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=s).status_code == 200
         assert c.delete("/mcp", headers=s).status_code == 204
         assert c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"}, headers=s).status_code == 404
+
+
+async def test_slots(server, tokens):
+    async with mcp_session(server, tokens["alice"]) as s:
+        r, err = await call(s, "memory_slot_set", label="persona", content="terse, direct", pinned=True)
+        assert not err and r["slot"]["workspace"] is None and r["slot"]["pinned"] is True
+        await call(s, "memory_slot_set", label="persona", content="explains every step", workspace="teaching")
+        r, _ = await call(s, "memory_slot_get", label="persona", workspace="teaching")
+        assert r["slot"]["content"] == "explains every step"
+        r, _ = await call(s, "memory_slot_get", label="persona", workspace="elsewhere")
+        assert r["slot"]["content"] == "terse, direct"
+        await call(s, "memory_slot_set", label="todo", content="one", size_limit=10)
+        r, _ = await call(s, "memory_slot_append", label="todo", content="two")
+        assert r["slot"]["content"] == "one\ntwo" and r["slot"]["chars"] == 7
+        text, err = await call(s, "memory_slot_append", label="todo", content="three")
+        assert err and "limit is 10" in text
+        r, _ = await call(s, "memory_slot_list", workspace="teaching")
+        assert [(x["label"], x["workspace"]) for x in r["slots"]] == [("persona", "teaching"), ("todo", None)]
+        r, _ = await call(s, "memory_slot_delete", label="persona", workspace="teaching")
+        assert r == {"label": "persona", "deleted": True}
+        text, err = await call(s, "memory_slot_get", label="nothing")
+        assert err and "memory_slot_list" in text
+    async with mcp_session(server, tokens["bob"]) as s:
+        r, _ = await call(s, "memory_slot_list")
+        assert r["slots"] == []
