@@ -493,17 +493,6 @@ fn slot_of(r: &tokio_postgres::Row) -> Slot {
     }
 }
 
-/// A slot error as a tool error that names the tool to use.
-fn slot_error(e: DbError) -> String {
-    match e.code.as_deref() {
-        Some("P0002") => format!(
-            "{}. Use memory_slot_list to see your slots, or memory_slot_set to create one.",
-            e.message.split(';').next().unwrap_or("slot not found")
-        ),
-        _ => e.message,
-    }
-}
-
 fn check_size(what: &str, text: &str, limit: usize) -> Result<(), String> {
     if text.len() > limit {
         return Err(format!(
@@ -1210,7 +1199,7 @@ impl EngramServer {
                     &[&a.label, &a.content, &a.workspace, &a.size_limit, &a.pinned],
                 )
                 .await
-                .map_err(slot_error)?;
+                .map_err(|e| db_error(e, None))?;
             Ok(SlotResult {
                 slot: slot_of(&rows[0]),
             })
@@ -1239,7 +1228,7 @@ impl EngramServer {
                     &[&a.label, &a.content, &a.workspace],
                 )
                 .await
-                .map_err(slot_error)?;
+                .map_err(|e| db_error(e, None))?;
             Ok(SlotResult {
                 slot: slot_of(&rows[0]),
             })
@@ -1268,7 +1257,7 @@ impl EngramServer {
                     &[&a.label, &a.workspace],
                 )
                 .await
-                .map_err(slot_error)?;
+                .map_err(|e| db_error(e, None))?;
             if rows.is_empty() {
                 return Err(format!(
                     "Slot {} not found. Use memory_slot_list to see your slots, or memory_slot_set to create it.",
@@ -1302,7 +1291,7 @@ impl EngramServer {
                     &[&a.workspace],
                 )
                 .await
-                .map_err(slot_error)?;
+                .map_err(|e| db_error(e, None))?;
             Ok(SlotListResult {
                 slots: rows.iter().map(slot_of).collect(),
             })
@@ -1330,7 +1319,7 @@ impl EngramServer {
                     &[&a.label, &a.workspace],
                 )
                 .await
-                .map_err(slot_error)?;
+                .map_err(|e| db_error(e, None))?;
             Ok(SlotDeleteResult {
                 label: a.label,
                 deleted: rows[0].get(0),

@@ -50,15 +50,6 @@ $fn$;
 -- on the elevated functions' search_path; every public function calls it
 -- first.
 
--- engram._check_planted() in an expression (a DECLARE default): NULL.
-CREATE FUNCTION engram._check_planted_null() RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-    PERFORM engram._check_planted();
-    RETURN NULL;
-END
-$fn$;
-
 -- What the internal context of the binding allows (SPEC 8.2), for a call on
 -- memories of p_internal_type carrying p_scope. A ghost conversation
 -- (engram.bind(..., internal_type => 'ghost', ...)) writes and reads only
@@ -475,6 +466,7 @@ DECLARE
     v_scope     text[];
     v_key       bytea;
     v_id        uuid;
+    v_stale     boolean;
     v_conflicts jsonb;
 BEGIN
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
@@ -494,19 +486,17 @@ BEGIN
     v_scope := engram._scope_of(v_tags);
     v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
 
-    -- An identical memory past its expiry is expired already: mark it, so
-    -- that it neither counts as a duplicate nor blocks the new row.
-    UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
-    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.expires_at <= now()
-    RETURNING m.id INTO v_id;
-    IF v_id IS NOT NULL THEN
+    -- A retried call finds its own earlier write and creates nothing. An
+    -- identical memory past its expiry is expired already: mark it, so that
+    -- it neither counts as a duplicate nor blocks the new row.
+    SELECT m.id, m.expires_at <= now() INTO v_id, v_stale FROM engram.memories m
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
+    IF v_stale THEN
+        UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
+        WHERE m.id = v_id;
         PERFORM engram._audit(v_owner, 'expire', v_id, jsonb_build_object('count', 1));
         v_id := NULL;
-    END IF;
-    -- A retried call finds its own earlier write and creates nothing.
-    SELECT m.id INTO v_id FROM engram.memories m
-    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
-    IF FOUND THEN
+    ELSIF v_id IS NOT NULL THEN
         RETURN QUERY SELECT 'duplicate'::text, v_id, NULL::jsonb;
         RETURN;
     END IF;
@@ -1152,12 +1142,16 @@ $fn$;
 CREATE FUNCTION engram.stats(owner text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
-    -- A DBA may ask for the whole database (owner NULL); a restricted role
-    -- always gets its own owner.
-    v_owner text := CASE WHEN stats.owner IS NULL AND engram._caller_privileged()
-                         THEN engram._check_planted_null() ELSE engram._caller(stats.owner, NULL, NULL, false) END;
+    v_owner  text;
     v_result jsonb;
 BEGIN
+    -- A privileged caller may ask for the whole database (owner NULL); a
+    -- restricted role always gets its own owner.
+    IF stats.owner IS NULL AND engram._caller_privileged() THEN
+        PERFORM engram._check_planted();
+    ELSE
+        v_owner := engram._caller(stats.owner, NULL, NULL, false);
+    END IF;
     WITH m AS (
         SELECT * FROM engram.memories x WHERE v_owner IS NULL OR x.owner = v_owner
     ), counts AS (
