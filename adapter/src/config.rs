@@ -78,16 +78,35 @@ pub struct ServeArgs {
         default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
     )]
     pub allowed_origins: Vec<String>,
-    /// Tool groups to serve: core (the nine memory_* tools), internal (the five memory_internal_* tools),
-    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish), slots (memory_slot_*).
-    /// Tools of other groups are neither listed nor callable.
+    /// Tool groups to serve, or `all`: core (the nine memory_* tools), internal (the five memory_internal_*
+    /// tools, listed only to requests with X-Internal-Type), workspace (memory_workspace_*, memory_state_*),
+    /// events (memory_capture, memory_context, memory_summarize, memory_sessions), slots (memory_slot_*),
+    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups
+    /// are neither listed nor callable. The default lists 22 tools; clients cap how many they show.
     #[arg(
         long,
         env = "ENGRAM_TOOLS",
         value_delimiter = ',',
-        default_value = "core,internal,sharing,slots"
+        default_value = "core,internal,workspace,events"
     )]
     pub tools: Vec<String>,
+    /// An OpenAI-compatible chat API (base URL, e.g. http://127.0.0.1:8000/v1) that writes session summaries
+    /// when they come due (engram.summary_every events). Without it, agents write them with memory_summarize.
+    #[arg(long, env = "ENGRAM_SUMMARIZER_URL")]
+    pub summarizer_url: Option<String>,
+    /// The chat model the summarizer asks.
+    #[arg(long, env = "ENGRAM_SUMMARIZER_MODEL", default_value = "gpt-4o-mini")]
+    pub summarizer_model: String,
+    /// Bearer key for the summarizer, if it needs one.
+    #[arg(long, env = "ENGRAM_SUMMARIZER_API_KEY", hide_env_values = true)]
+    pub summarizer_api_key: Option<String>,
+    /// Seconds to wait for a summary.
+    #[arg(long, env = "ENGRAM_SUMMARIZER_TIMEOUT_S", default_value_t = 60)]
+    pub summarizer_timeout_s: u64,
+    /// Milliseconds the background embedder waits after a capture before it embeds the backlog, so that one
+    /// batch takes a burst of captures.
+    #[arg(long, env = "ENGRAM_EMBED_BATCH_WAIT_MS", default_value_t = 20)]
+    pub embed_batch_wait_ms: u64,
     /// Serve without MCP sessions: every POST is answered with plain JSON.
     #[arg(long, env = "ENGRAM_STATELESS")]
     pub stateless: bool,

@@ -1,9 +1,11 @@
 //! engram-mcp: the MCP server in front of the engram extension.
 
+mod background;
 mod caller;
 mod config;
 mod db;
 mod metrics;
+mod summarizer;
 mod tools;
 
 use anyhow::{bail, Context};
@@ -106,13 +108,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
+    let summarizer = match &args.summarizer_url {
+        Some(url) => Some(summarizer::Summarizer::new(
+            url,
+            &args.summarizer_model,
+            args.summarizer_api_key.clone(),
+            std::time::Duration::from_secs(args.summarizer_timeout_s),
+        )?),
+        None => None,
+    };
+    let (background, worker) =
+        tools::Background::new(std::time::Duration::from_millis(args.embed_batch_wait_ms), summarizer);
     let shared = Arc::new(Shared {
         db: db.clone(),
         embedder: Cached::new(embedder, EMBED_CACHE_ENTRIES),
         metrics: Default::default(),
         groups,
         conflict_threshold: args.conflict_threshold,
+        background,
     });
+    tokio::spawn(background::run(shared.clone(), worker));
 
     let cancel = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default()

@@ -402,12 +402,15 @@ async fn main() {
     }
     let raw_rate = a.writes as f64 / raw_time.as_secs_f64();
     let engram_rate = a.writes as f64 / engram_time.as_secs_f64();
+    let continuity = continuity(&e, a.writes, &queries).await;
     // Leave the data as loaded for --reuse, and vacuum now: otherwise
     // autovacuum cleans the HNSW indexes during the MCP measurement below.
     progress("removing the written rows (DELETE, VACUUM)");
     for sql in [
         "DELETE FROM bench_raw WHERE id >= 10000000",
         "DELETE FROM engram.memories WHERE content LIKE 'bench write %'",
+        "DELETE FROM engram.memories WHERE content LIKE 'bench capture %'",
+        "DELETE FROM engram.workspaces WHERE owner = 'bench'",
         "VACUUM ANALYZE bench_raw",
         "VACUUM ANALYZE engram.memories",
     ] {
@@ -429,10 +432,96 @@ async fn main() {
         "| **engram.remember** (duplicate + conflict check, audit) | {engram_rate:.0} | {:.2}x |",
         engram_rate / raw_rate
     );
+    println!(
+        "| **engram.capture** (mode policy, event row, audit; embedded later) | {:.0} | {:.2}x |",
+        continuity.capture_rate,
+        continuity.capture_rate / raw_rate
+    );
+    println!();
+    println!("| continuity read | p50 ms | ratio to engram.search, k=12 |");
+    println!("|---|---:|---:|");
+    println!(
+        "| engram.search, k=12 (dual mode's depth) | {:.2} | 1.00x |",
+        continuity.search_p50
+    );
+    println!(
+        "| **engram.context** (state, slots, summary, tool events, 12 memories, rendering) | {:.2} | {:.2}x |",
+        continuity.context_p50,
+        continuity.context_p50 / continuity.search_p50
+    );
     println!();
     println!("remember outcomes: {statuses:?}");
     if !a.no_mcp {
         mcp_and_embedder(&e, &a).await;
+    }
+}
+
+struct Continuity {
+    capture_rate: f64,
+    search_p50: f64,
+    context_p50: f64,
+}
+
+/// `capture` throughput (no embedding: the background embedder's work is
+/// not on this path), and `context` against a plain `search` of the same
+/// depth (12, dual mode) for the same queries, in a workspace with a state,
+/// pinned slots, a summary and tool events.
+async fn continuity(e: &Client, n: usize, queries: &[Vector]) -> Continuity {
+    progress("measuring capture and context");
+    e.batch_execute(
+        "SELECT engram.workspace_create(owner => 'bench', name => 'bench-ws');
+         SELECT engram.state_save(owner => 'bench', workspace => 'bench-ws', name => 'bench-state',
+             active_task => 'benchmark', next_steps => '{measure, report}');
+         SELECT engram.slot_set(owner => 'bench', label => 'bench-persona', content => 'terse', pinned => true);",
+    )
+    .await
+    .unwrap();
+    let cap = e
+        .prepare(
+            "SELECT status FROM engram.capture(owner => 'bench', event_type => 'tool_invocation', content => $1,
+                 session_id => 'bench-session', workspace => 'bench-ws', tool_name => 'bench', success => $2)",
+        )
+        .await
+        .unwrap();
+    let t = Instant::now();
+    for i in 0..n {
+        let content = format!("bench capture {i}");
+        e.query_one(&cap, &[&content, &(i % 5 != 0)]).await.unwrap();
+    }
+    let capture_rate = n as f64 / t.elapsed().as_secs_f64();
+    e.batch_execute(
+        "SELECT engram.summarize(owner => 'bench', session_id => 'bench-session', content => 'bench capture summary')",
+    )
+    .await
+    .unwrap();
+    let search = e
+        .prepare("SELECT count(*) FROM engram.search(owner => 'bench', query_embedding => $1, k => 12)")
+        .await
+        .unwrap();
+    let context = e
+        .prepare(
+            "SELECT engram.context(owner => 'bench', query_embedding => $1, workspace => 'bench-ws',
+                                   session_id => 'bench-session', budget_chars => 4000)",
+        )
+        .await
+        .unwrap();
+    let (mut s_ms, mut c_ms) = (Vec::new(), Vec::new());
+    for q in queries {
+        let t = Instant::now();
+        e.query_one(&search, &[q]).await.unwrap();
+        s_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        e.query_one(&context, &[q]).await.unwrap();
+        c_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let p50 = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Continuity {
+        capture_rate,
+        search_p50: p50(&mut s_ms),
+        context_p50: p50(&mut c_ms),
     }
 }
 

@@ -843,6 +843,19 @@ BEGIN
 END
 $fn$;
 
+-- Records a search that found nothing (engram.misses, shown by stats), like
+-- _touch skipped in read-only transactions. The query text is cut at 1000
+-- characters.
+CREATE FUNCTION engram._miss(p_owner text, p_text text, p_had_embedding boolean) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NOT current_setting('transaction_read_only')::boolean THEN
+        INSERT INTO engram.misses (owner, query_text, had_embedding)
+        VALUES (p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding);
+    END IF;
+END
+$fn$;
+
 -- The k best memories of scope s for a query, best score first: the body of
 -- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
 -- text legs by rank; a row that the text leg found is kept whatever its
@@ -956,6 +969,9 @@ BEGIN
             NULL, NULL, NULL)::engram.read_scope,
         search.query_embedding, search.query_text, search.k, search.min_similarity);
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
+    IF cardinality(v_hits) = 0 THEN
+        PERFORM engram._miss(v_owner, search.query_text, search.query_embedding IS NOT NULL);
+    END IF;
     RETURN QUERY SELECT h.* FROM unnest(v_hits) h;
 END
 $fn$;
@@ -1163,14 +1179,36 @@ BEGIN
             (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT coalesce(m.internal_type, 'none') k, count(*) n FROM m GROUP BY 1) s) AS by_internal_type,
             (SELECT round(avg((m.embedding IS NOT NULL)::int)::numeric, 4) FROM m) AS embedded_share,
             (SELECT max(greatest(m.created_at, m.updated_at)) FROM m) AS last_write,
-            (SELECT count(*) FROM m WHERE m.flag_count > 0 AND m.status = 'active') AS flagged_active
+            (SELECT count(*) FROM m WHERE m.flag_count > 0 AND m.status = 'active') AS flagged_active,
+            (SELECT count(*) FROM m WHERE m.embedding IS NULL AND m.status = 'active') AS backlog,
+            (SELECT count(*) FROM m WHERE m.created_at >= now() - interval '7 days') AS growth_7d
+    ), e AS (
+        SELECT * FROM engram.events x WHERE v_owner IS NULL OR x.owner = v_owner
+    ), ev AS (
+        SELECT jsonb_build_object(
+            'by_type', (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT e.event_type k, count(*) n FROM e GROUP BY 1) s),
+            'last_capture_at', (SELECT max(e.created_at) FROM e),
+            'summaries', (SELECT count(*) FROM e WHERE e.event_type = 'summary'),
+            'tool_invocations_24h', (SELECT count(*) FROM e WHERE e.event_type = 'tool_invocation'
+                                                             AND e.created_at >= now() - interval '24 hours'),
+            'tool_failures_24h', (SELECT count(*) FROM e WHERE e.event_type = 'tool_invocation' AND NOT e.success
+                                                          AND e.created_at >= now() - interval '24 hours'),
+            'sessions', (SELECT count(DISTINCT e.session_id) FROM e)) AS events
+    ), mi AS (
+        SELECT jsonb_build_object(
+            'total', count(*), 'last_7d', count(*) FILTER (WHERE x.at >= now() - interval '7 days'),
+            'recent', (SELECT coalesce(jsonb_agg(jsonb_build_object('query_text', r.query_text, 'at', r.at) ORDER BY r.at DESC), '[]')
+                       FROM (SELECT y.query_text, y.at FROM engram.misses y
+                             WHERE v_owner IS NULL OR y.owner = v_owner ORDER BY y.at DESC LIMIT 5) r)) AS misses
+        FROM engram.misses x WHERE v_owner IS NULL OR x.owner = v_owner
     ), days AS (
         SELECT jsonb_agg(jsonb_build_object('day', d::date, 'writes', coalesce(w.n, 0)) ORDER BY d) AS per_day
         FROM generate_series(current_date - 6, current_date, interval '1 day') d
         LEFT JOIN (
             SELECT a.at::date AS day, count(*) AS n FROM engram.audit_log a
             WHERE a.at >= current_date - 6 AND (v_owner IS NULL OR a.owner = v_owner)
-              AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize')
+              AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize', 'capture',
+                               'state_save', 'workspace_create', 'workspace_update')
             GROUP BY 1) w ON w.day = d::date
     )
     SELECT jsonb_build_object(
@@ -1178,8 +1216,10 @@ BEGIN
         'by_source', c.by_source, 'by_internal_type', c.by_internal_type,
         'embedded_share', coalesce(c.embedded_share, 0), 'flagged_active', c.flagged_active,
         'last_write_at', c.last_write, 'writes_per_day', d.per_day,
-        'embedding_dims', engram._dims())
-    INTO v_result FROM counts c, days d;
+        'embedding_dims', engram._dims(),
+        'embedding_backlog', c.backlog, 'growth_7d', c.growth_7d,
+        'events', ev.events, 'misses', mi.misses)
+    INTO v_result FROM counts c, days d, ev, mi;
     RETURN v_result;
 END
 $fn$;
@@ -1251,6 +1291,8 @@ BEGIN
         DELETE FROM engram.memory_access a USING gone WHERE a.memory_id = gone.id
     )
     SELECT count(*) INTO v_count FROM gone;
+    -- Search misses are kept as long as retired memories.
+    DELETE FROM engram.misses x WHERE x.at < now() - purge.older_than;
     IF v_count > 0 THEN
         PERFORM engram._audit(NULL, 'purge', NULL,
             jsonb_build_object('count', v_count, 'older_than', purge.older_than::text));
@@ -1975,7 +2017,7 @@ END
 $fn$;
 
 -- The slots visible in a workspace (its own, and the global ones it does
--- not shadow), or the global ones; pinned first.
+-- not shadow), or the global ones; by label.
 CREATE FUNCTION engram.slot_list(owner text DEFAULT NULL, workspace text DEFAULT NULL)
 RETURNS SETOF engram.slot
 LANGUAGE plpgsql STABLE AS $fn$
@@ -2012,6 +2054,750 @@ END
 $fn$;
 
 ---------------------------------------------------------------------------
+-- continuity: workspaces and states (Nexus, SPEC 9)
+---------------------------------------------------------------------------
+
+-- A name of a workspace or a state: 1 to 200 bytes.
+CREATE FUNCTION engram._check_name(p_what text, p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_name IS NULL OR btrim(p_name) = '' OR octet_length(p_name) > 200 THEN
+        RAISE EXCEPTION '% is required (1 to 200 bytes), e.g. % => ''my-project''', p_what, p_what
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- One of the owner's workspaces by name; for a write it must be active.
+-- The error names the tool (and the SQL function) to use instead.
+CREATE FUNCTION engram._workspace(p_owner text, p_name text, p_write boolean, p_argument text DEFAULT 'workspace')
+RETURNS engram.workspaces
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    w engram.workspaces;
+BEGIN
+    PERFORM engram._check_name(p_argument, p_name);
+    SELECT * INTO w FROM engram.workspaces x WHERE x.owner = p_owner AND x.name = p_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'Workspace "%" not found. Use memory_workspace_list (SQL: engram.workspace_list) to see your workspaces, or memory_workspace_create to start one', p_name
+            USING ERRCODE = 'P0002';
+    END IF;
+    IF p_write AND w.status = 'archived' THEN
+        RAISE EXCEPTION 'Workspace "%" is archived. Restore it with memory_workspace_archive (SQL: engram.workspace_archive) and restore => true first', p_name
+            USING ERRCODE = '55000';
+    END IF;
+    RETURN w;
+END
+$fn$;
+
+CREATE FUNCTION engram._workspace_json(w engram.workspaces) RETURNS jsonb
+LANGUAGE sql STABLE AS $fn$
+    SELECT jsonb_build_object('name', w.name, 'description', w.description, 'root_folder', w.root_folder,
+        'purpose', w.purpose, 'workflows', to_jsonb(w.workflows), 'key_files', to_jsonb(w.key_files),
+        'preferences', w.preferences, 'status', w.status, 'created_at', w.created_at,
+        'updated_at', w.updated_at, 'archived_at', w.archived_at)
+$fn$;
+
+-- Size limits of the free-text fields of workspaces and states.
+CREATE FUNCTION engram._check_text(p_what text, p_value text, p_limit integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_value IS NOT NULL AND octet_length(p_value) > p_limit THEN
+        RAISE EXCEPTION '% is % bytes; the limit is % (shorten it, or keep the details in a memory)', p_what, octet_length(p_value), p_limit
+            USING ERRCODE = '54000';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION engram._check_workspace_fields(
+    p_description text, p_root_folder text, p_purpose text, p_workflows text[], p_key_files text[], p_preferences jsonb)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    PERFORM engram._check_text('description', p_description, 8192);
+    PERFORM engram._check_text('root_folder', p_root_folder, 4096);
+    PERFORM engram._check_text('purpose', p_purpose, 8192);
+    PERFORM engram._check_text('workflows', array_to_string(p_workflows, ''), 32768);
+    PERFORM engram._check_text('key_files', array_to_string(p_key_files, ''), 32768);
+    IF p_preferences IS NOT NULL AND jsonb_typeof(p_preferences) <> 'object' THEN
+        RAISE EXCEPTION 'preferences must be a JSON object, e.g. ''{"style": "terse"}'''
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._check_text('preferences', p_preferences::text, 32768);
+END
+$fn$;
+
+CREATE FUNCTION engram.workspace_create(
+    owner text DEFAULT NULL, name text DEFAULT NULL, description text DEFAULT '', root_folder text DEFAULT NULL,
+    purpose text DEFAULT NULL, workflows text[] DEFAULT '{}', key_files text[] DEFAULT '{}',
+    preferences jsonb DEFAULT '{}')
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(workspace_create.owner, NULL, NULL, true);
+    w       engram.workspaces;
+BEGIN
+    PERFORM engram._check_name('name', workspace_create.name);
+    PERFORM engram._check_workspace_fields(workspace_create.description, workspace_create.root_folder,
+        workspace_create.purpose, workspace_create.workflows, workspace_create.key_files, workspace_create.preferences);
+    INSERT INTO engram.workspaces AS x (owner, name, description, root_folder, purpose, workflows, key_files, preferences)
+    VALUES (v_owner, workspace_create.name, coalesce(workspace_create.description, ''), workspace_create.root_folder,
+            workspace_create.purpose, coalesce(workspace_create.workflows, '{}'),
+            coalesce(workspace_create.key_files, '{}'), coalesce(workspace_create.preferences, '{}'))
+    ON CONFLICT ON CONSTRAINT workspaces_owner_name_key DO NOTHING
+    RETURNING x.* INTO w;
+    IF w.id IS NULL THEN
+        RAISE EXCEPTION 'Workspace "%" already exists. Use memory_workspace_load to open it, memory_workspace_update to change it, or memory_workspace_archive with restore => true if it is archived', workspace_create.name
+            USING ERRCODE = '23505';
+    END IF;
+    PERFORM engram._audit(v_owner, 'workspace_create', NULL, jsonb_build_object('workspace', w.name));
+    RETURN engram._workspace_json(w);
+END
+$fn$;
+
+CREATE TYPE engram.workspace_item AS (name text, description text, status text, states bigint,
+                                      last_state_at timestamptz, updated_at timestamptz);
+
+-- Lean: names, first lines of descriptions, counts.
+CREATE FUNCTION engram.workspace_list(owner text DEFAULT NULL, include_archived boolean DEFAULT false)
+RETURNS SETOF engram.workspace_item
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(workspace_list.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY
+    SELECT w.name, left(split_part(w.description, E'\n', 1), 120), w.status,
+           (SELECT count(*) FROM engram.states s WHERE s.workspace_id = w.id AND s.archived_at IS NULL),
+           (SELECT max(s.created_at) FROM engram.states s WHERE s.workspace_id = w.id),
+           w.updated_at
+    FROM engram.workspaces w
+    WHERE w.owner = v_owner AND (w.status = 'active' OR coalesce(workspace_list.include_archived, false))
+    ORDER BY w.updated_at DESC, w.name;
+END
+$fn$;
+
+-- The lean sessions of an owner (of one workspace, when given), latest first.
+CREATE FUNCTION engram._sessions(p_owner text, p_workspace uuid, p_limit integer) RETURNS jsonb
+LANGUAGE sql STABLE AS $fn$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'session_id', x.session_id, 'workspace', x.workspace, 'first_event_at', x.first_at,
+               'last_event_at', x.last_at, 'events', x.n, 'summaries', x.summaries,
+               'last_summary_at', x.last_summary_at) ORDER BY x.last_at DESC), '[]')
+    FROM (
+        SELECT e.session_id, max(w.name) AS workspace, min(e.created_at) AS first_at,
+               max(e.created_at) AS last_at, count(*) AS n,
+               count(*) FILTER (WHERE e.event_type = 'summary') AS summaries,
+               max(e.created_at) FILTER (WHERE e.event_type = 'summary') AS last_summary_at
+        FROM engram.events e
+        LEFT JOIN engram.workspaces w ON w.id = e.workspace_id
+        WHERE e.owner = p_owner AND (p_workspace IS NULL OR e.workspace_id = p_workspace)
+        GROUP BY e.session_id
+        ORDER BY max(e.created_at) DESC
+        LIMIT p_limit
+    ) x
+$fn$;
+
+-- The pinned slots visible in a workspace ('' for the global ones only).
+CREATE FUNCTION engram._pinned_slots(p_owner text, p_workspace text) RETURNS jsonb
+LANGUAGE sql STABLE AS $fn$
+    SELECT coalesce(jsonb_agg(jsonb_build_object('label', v.label, 'workspace', nullif(v.workspace, ''),
+               'content', v.content, 'chars', char_length(v.content), 'size_limit', v.size_limit,
+               'pinned', true, 'age_s', round(extract(epoch FROM now() - v.updated_at)))
+               ORDER BY v.label), '[]')
+    FROM (
+        SELECT DISTINCT ON (s.label) s.*
+        FROM engram.slots s
+        WHERE s.owner = p_owner AND s.workspace IN (coalesce(p_workspace, ''), '')
+        ORDER BY s.label, s.workspace DESC
+    ) v
+    WHERE v.pinned
+$fn$;
+
+CREATE FUNCTION engram._state_json(s engram.states, p_workspace text) RETURNS jsonb
+LANGUAGE sql STABLE AS $fn$
+    SELECT jsonb_build_object('id', s.id, 'workspace', p_workspace, 'name', s.name, 'description', s.description,
+        'conversation_context', s.conversation_context, 'active_task', s.active_task,
+        'active_files', to_jsonb(s.active_files), 'next_steps', to_jsonb(s.next_steps), 'tags', to_jsonb(s.tags),
+        'created_at', s.created_at, 'archived', s.archived_at IS NOT NULL,
+        'age_s', round(extract(epoch FROM now() - s.created_at)))
+$fn$;
+
+-- The workspace with its latest states, recent sessions and pinned slots,
+-- in one call: what an agent reads when it comes back.
+CREATE FUNCTION engram.workspace_load(owner text DEFAULT NULL, name text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(workspace_load.owner, NULL, NULL, false);
+    w       engram.workspaces := engram._workspace(v_owner, workspace_load.name, false, 'name');
+BEGIN
+    RETURN jsonb_build_object(
+        'workspace', engram._workspace_json(w),
+        'states', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.name, 'description', s.description,
+                       'active_task', s.active_task, 'next_steps', to_jsonb(s.next_steps), 'created_at', s.created_at)
+                       ORDER BY s.created_at DESC), '[]')
+                   FROM (SELECT * FROM engram.states x WHERE x.workspace_id = w.id AND x.archived_at IS NULL
+                         ORDER BY x.created_at DESC LIMIT 5) s),
+        'sessions', engram._sessions(v_owner, w.id, 5),
+        'slots', engram._pinned_slots(v_owner, w.name));
+END
+$fn$;
+
+-- Changes the fields given (NULL keeps a field); new_name renames.
+CREATE FUNCTION engram.workspace_update(
+    owner text DEFAULT NULL, name text DEFAULT NULL, description text DEFAULT NULL, root_folder text DEFAULT NULL,
+    purpose text DEFAULT NULL, workflows text[] DEFAULT NULL, key_files text[] DEFAULT NULL,
+    preferences jsonb DEFAULT NULL, new_name text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(workspace_update.owner, NULL, NULL, true);
+    w       engram.workspaces := engram._workspace(v_owner, workspace_update.name, true, 'name');
+BEGIN
+    IF workspace_update.new_name IS NOT NULL THEN
+        PERFORM engram._check_name('new_name', workspace_update.new_name);
+        IF workspace_update.new_name <> w.name AND EXISTS (
+            SELECT 1 FROM engram.workspaces x WHERE x.owner = v_owner AND x.name = workspace_update.new_name) THEN
+            RAISE EXCEPTION 'Workspace "%" already exists; pick another new_name', workspace_update.new_name
+                USING ERRCODE = '23505';
+        END IF;
+    END IF;
+    PERFORM engram._check_workspace_fields(workspace_update.description, workspace_update.root_folder,
+        workspace_update.purpose, workspace_update.workflows, workspace_update.key_files, workspace_update.preferences);
+    UPDATE engram.workspaces AS x SET
+        name = coalesce(workspace_update.new_name, x.name),
+        description = coalesce(workspace_update.description, x.description),
+        root_folder = coalesce(workspace_update.root_folder, x.root_folder),
+        purpose = coalesce(workspace_update.purpose, x.purpose),
+        workflows = coalesce(workspace_update.workflows, x.workflows),
+        key_files = coalesce(workspace_update.key_files, x.key_files),
+        preferences = coalesce(workspace_update.preferences, x.preferences),
+        updated_at = now()
+    WHERE x.id = w.id
+    RETURNING x.* INTO w;
+    -- Slots name their workspace: a rename takes them along.
+    IF workspace_update.new_name IS NOT NULL AND workspace_update.new_name <> workspace_update.name THEN
+        UPDATE engram.slots AS sl SET workspace = w.name
+        WHERE sl.owner = v_owner AND sl.workspace = workspace_update.name;
+    END IF;
+    PERFORM engram._audit(v_owner, 'workspace_update', NULL, jsonb_build_object('workspace', w.name));
+    RETURN engram._workspace_json(w);
+END
+$fn$;
+
+-- Archives a workspace (it leaves workspace_list; its states, events and
+-- slots stay), or restores it. Nothing is deleted.
+CREATE FUNCTION engram.workspace_archive(owner text DEFAULT NULL, name text DEFAULT NULL, restore boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(workspace_archive.owner, NULL, NULL, true);
+    w       engram.workspaces := engram._workspace(v_owner, workspace_archive.name, false, 'name');
+    v_to    text := CASE WHEN coalesce(workspace_archive.restore, false) THEN 'active' ELSE 'archived' END;
+BEGIN
+    IF w.status <> v_to THEN
+        UPDATE engram.workspaces AS x
+        SET status = v_to, archived_at = CASE WHEN v_to = 'archived' THEN now() END, updated_at = now()
+        WHERE x.id = w.id
+        RETURNING x.* INTO w;
+        PERFORM engram._audit(v_owner, CASE WHEN v_to = 'archived' THEN 'workspace_archive' ELSE 'workspace_restore' END,
+            NULL, jsonb_build_object('workspace', w.name));
+    END IF;
+    RETURN jsonb_build_object('name', w.name, 'status', w.status, 'archived_at', w.archived_at);
+END
+$fn$;
+
+-- States are immutable: only archived_at may change (state_archive), for
+-- every role, the table's owner included; raw SQL as the restricted role
+-- has no UPDATE privilege at all.
+CREATE FUNCTION engram._state_immutable() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF (NEW.id, NEW.owner, NEW.workspace_id, NEW.name, NEW.description, NEW.conversation_context, NEW.active_task,
+        NEW.active_files, NEW.next_steps, NEW.tags, NEW.created_at)
+       IS DISTINCT FROM
+       (OLD.id, OLD.owner, OLD.workspace_id, OLD.name, OLD.description, OLD.conversation_context, OLD.active_task,
+        OLD.active_files, OLD.next_steps, OLD.tags, OLD.created_at) THEN
+        RAISE EXCEPTION 'state "%" is immutable: a save point never changes. Save a new state with memory_state_save (SQL: engram.state_save) under a new name', OLD.name
+            USING ERRCODE = '55000';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER states_immutable BEFORE UPDATE ON engram.states
+    FOR EACH ROW EXECUTE FUNCTION engram._state_immutable();
+
+CREATE FUNCTION engram.state_save(
+    owner text DEFAULT NULL, workspace text DEFAULT NULL, name text DEFAULT NULL, description text DEFAULT '',
+    conversation_context text DEFAULT '', active_task text DEFAULT '', active_files text[] DEFAULT '{}',
+    next_steps text[] DEFAULT '{}', tags text[] DEFAULT '{}')
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(state_save.owner, NULL, NULL, true);
+    w       engram.workspaces := engram._workspace(v_owner, state_save.workspace, true);
+    s       engram.states;
+BEGIN
+    PERFORM engram._check_name('name', state_save.name);
+    PERFORM engram._check_text('description', state_save.description, 8192);
+    PERFORM engram._check_text('conversation_context', state_save.conversation_context, 65536);
+    PERFORM engram._check_text('active_task', state_save.active_task, 8192);
+    PERFORM engram._check_text('active_files', array_to_string(state_save.active_files, ''), 32768);
+    PERFORM engram._check_text('next_steps', array_to_string(state_save.next_steps, ''), 32768);
+    PERFORM engram._check_text('tags', array_to_string(state_save.tags, ''), 8192);
+    INSERT INTO engram.states AS x (owner, workspace_id, name, description, conversation_context, active_task,
+                                    active_files, next_steps, tags)
+    VALUES (v_owner, w.id, state_save.name, coalesce(state_save.description, ''),
+            coalesce(state_save.conversation_context, ''), coalesce(state_save.active_task, ''),
+            coalesce(array_remove(state_save.active_files, NULL), '{}'), coalesce(array_remove(state_save.next_steps, NULL), '{}'),
+            coalesce(array_remove(state_save.tags, NULL), '{}'))
+    ON CONFLICT ON CONSTRAINT states_workspace_id_name_key DO NOTHING
+    RETURNING x.* INTO s;
+    IF s.id IS NULL THEN
+        RAISE EXCEPTION 'State "%" already exists in workspace "%". States are immutable and their names are never reused (archived ones included); save under a new name, e.g. "%-2"', state_save.name, w.name, state_save.name
+            USING ERRCODE = '23505';
+    END IF;
+    PERFORM engram._audit(v_owner, 'state_save', NULL, jsonb_build_object('workspace', w.name, 'state', s.name));
+    RETURN jsonb_build_object('id', s.id, 'workspace', w.name, 'name', s.name, 'created_at', s.created_at);
+END
+$fn$;
+
+CREATE TYPE engram.state_item AS (name text, description text, active_task text, next_steps integer, tags text[],
+                                  created_at timestamptz, archived boolean);
+
+CREATE FUNCTION engram.state_list(owner text DEFAULT NULL, workspace text DEFAULT NULL, include_archived boolean DEFAULT false)
+RETURNS SETOF engram.state_item
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(state_list.owner, NULL, NULL, false);
+    w       engram.workspaces := engram._workspace(v_owner, state_list.workspace, false);
+BEGIN
+    RETURN QUERY
+    SELECT s.name, left(split_part(s.description, E'\n', 1), 120), left(s.active_task, 120),
+           cardinality(s.next_steps), s.tags, s.created_at, s.archived_at IS NOT NULL
+    FROM engram.states s
+    WHERE s.workspace_id = w.id AND (s.archived_at IS NULL OR coalesce(state_list.include_archived, false))
+    ORDER BY s.created_at DESC;
+END
+$fn$;
+
+-- A state in full; without a name, the workspace's latest.
+CREATE FUNCTION engram.state_load(owner text DEFAULT NULL, workspace text DEFAULT NULL, name text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(state_load.owner, NULL, NULL, false);
+    w       engram.workspaces := engram._workspace(v_owner, state_load.workspace, false);
+    s       engram.states;
+BEGIN
+    IF state_load.name IS NULL THEN
+        SELECT * INTO s FROM engram.states x WHERE x.workspace_id = w.id AND x.archived_at IS NULL
+        ORDER BY x.created_at DESC LIMIT 1;
+    ELSE
+        PERFORM engram._check_name('name', state_load.name);
+        SELECT * INTO s FROM engram.states x WHERE x.workspace_id = w.id AND x.name = state_load.name;
+    END IF;
+    IF s.id IS NULL THEN
+        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) to see its states', coalesce(state_load.name, '(latest)'), w.name
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN engram._state_json(s, w.name);
+END
+$fn$;
+
+CREATE FUNCTION engram.state_archive(owner text DEFAULT NULL, workspace text DEFAULT NULL, name text DEFAULT NULL,
+                                     restore boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(state_archive.owner, NULL, NULL, true);
+    w       engram.workspaces := engram._workspace(v_owner, state_archive.workspace, false);
+    s       engram.states;
+BEGIN
+    PERFORM engram._check_name('name', state_archive.name);
+    UPDATE engram.states AS x
+    SET archived_at = CASE WHEN coalesce(state_archive.restore, false) THEN NULL ELSE coalesce(x.archived_at, now()) END
+    WHERE x.workspace_id = w.id AND x.name = state_archive.name
+    RETURNING x.* INTO s;
+    IF s.id IS NULL THEN
+        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) with include_archived => true to see its states', state_archive.name, w.name
+            USING ERRCODE = 'P0002';
+    END IF;
+    PERFORM engram._audit(v_owner, CASE WHEN s.archived_at IS NULL THEN 'state_restore' ELSE 'state_archive' END, NULL,
+        jsonb_build_object('workspace', w.name, 'state', s.name));
+    RETURN jsonb_build_object('workspace', w.name, 'name', s.name, 'archived', s.archived_at IS NOT NULL);
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- continuity: events, sessions, summaries (MetaHuman, SPEC 9)
+---------------------------------------------------------------------------
+
+-- A session id: 1 to 200 bytes.
+CREATE FUNCTION engram._check_session(p_session text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_session IS NULL OR btrim(p_session) = '' OR octet_length(p_session) > 200 THEN
+        RAISE EXCEPTION 'session_id is required (1 to 200 bytes): one id per conversation, e.g. session_id => ''2026-11-23-a'''
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- Whether `engram.summary_every` events (summaries not counted) have been
+-- captured in the session since its last summary.
+CREATE FUNCTION engram._summary_due(p_owner text, p_session text) RETURNS boolean
+LANGUAGE sql STABLE AS $fn$
+    SELECT count(*) >= engram._setting_summary_every()
+    FROM engram.events e
+    WHERE e.owner = p_owner AND e.session_id = p_session AND e.event_type <> 'summary'
+      AND e.created_at > coalesce((SELECT max(s.created_at) FROM engram.events s
+                                   WHERE s.owner = p_owner AND s.session_id = p_session
+                                     AND s.event_type = 'summary'), '-infinity')
+$fn$;
+
+-- Records an event as an episodic memory, when the mode policy lets it
+-- (engram.can_write / should_capture_tool, through _capture_skip_reason):
+-- 'captured' with its id, or 'skipped' with the reason and nothing
+-- written. Without an embedding the event joins the embedding backlog
+-- (engram.embedding_backlog). summary_due tells the caller that the
+-- session is due a summary (engram.summarize).
+CREATE FUNCTION engram.capture(
+    owner text DEFAULT NULL,
+    event_type text DEFAULT NULL,
+    content text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    mode text DEFAULT 'dual',
+    role text DEFAULT 'owner',
+    workspace text DEFAULT NULL,
+    tool_name text DEFAULT NULL,
+    tool_input jsonb DEFAULT NULL,
+    tool_output jsonb DEFAULT NULL,
+    success boolean DEFAULT NULL,
+    duration_ms integer DEFAULT NULL,
+    file_path text DEFAULT NULL,
+    parent_event_id uuid DEFAULT NULL,
+    importance real DEFAULT 0.5,
+    embedding vector DEFAULT NULL,
+    error text DEFAULT NULL)
+RETURNS TABLE (status text, id uuid, reason text, summary_due boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner   text := engram._caller(capture.owner, NULL, NULL, true);
+    v_mode    text := coalesce(capture.mode, 'dual');
+    v_reason  text;
+    v_content text := nullif(btrim(coalesce(capture.content, '')), '');
+    v_ws      uuid;
+    v_id      uuid := gen_random_uuid();
+BEGIN
+    IF capture.event_type IS NULL THEN
+        RAISE EXCEPTION 'event_type is required: conversation, tool_invocation, file_read, file_write, code_approval, code_rejection, observation or summary'
+            USING ERRCODE = '22004';
+    END IF;
+    -- The policy, once: it also rejects an unknown mode, role or event type.
+    PERFORM engram.context_depth(v_mode, coalesce(capture.role, 'owner'));
+    v_reason := engram._capture_skip_reason(v_mode, capture.event_type, capture.tool_name);
+    PERFORM engram._check_session(capture.session_id);
+    IF capture.event_type = 'tool_invocation' AND (capture.tool_name IS NULL OR btrim(capture.tool_name) = '') THEN
+        RAISE EXCEPTION 'tool_name is required for a tool_invocation event'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_text('tool_name', capture.tool_name, 200);
+    PERFORM engram._check_text('tool_input', capture.tool_input::text, 65536);
+    PERFORM engram._check_text('tool_output', capture.tool_output::text, 65536);
+    PERFORM engram._check_text('error', capture.error, 8192);
+    PERFORM engram._check_text('file_path', capture.file_path, 4096);
+    IF capture.duration_ms IS NOT NULL AND capture.duration_ms < 0 THEN
+        RAISE EXCEPTION 'duration_ms % is negative; pass the call''s duration in milliseconds', capture.duration_ms
+            USING ERRCODE = '22023';
+    END IF;
+    -- Tool and file events describe themselves when the caller gives no text.
+    v_content := coalesce(v_content, CASE
+        WHEN capture.event_type = 'tool_invocation' THEN
+            format('%s %s', capture.tool_name, CASE capture.success WHEN true THEN 'succeeded' WHEN false THEN 'failed' ELSE 'called' END)
+            || coalesce(': ' || left(capture.error, 500), '')
+        WHEN capture.event_type IN ('file_read', 'file_write') AND capture.file_path IS NOT NULL THEN
+            format('%s %s', replace(capture.event_type, '_', ' '), capture.file_path)
+        END);
+    PERFORM engram._check_memory(v_content, 'episodic', '{}', 'object', 2, capture.importance, 'agent', NULL);
+    PERFORM engram._check_vector(capture.embedding, 'embedding');
+    IF capture.workspace IS NOT NULL THEN
+        v_ws := (engram._workspace(v_owner, capture.workspace, true)).id;
+    END IF;
+    IF capture.parent_event_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM engram.events e WHERE e.memory_id = capture.parent_event_id AND e.owner = v_owner) THEN
+        RAISE EXCEPTION 'parent_event_id % is not one of your events; pass the id a previous capture returned', capture.parent_event_id
+            USING ERRCODE = 'P0002';
+    END IF;
+    IF v_reason IS NOT NULL THEN
+        RETURN QUERY SELECT 'skipped'::text, NULL::uuid, v_reason, false;
+        RETURN;
+    END IF;
+
+    -- Events are never duplicates of each other (the same call twice is two
+    -- events): the dedup key is the new row's own id.
+    INSERT INTO engram.memories AS m
+        (id, owner, kind, content, content_sha256, dedup_key, embedding, author_type, importance,
+         trust_score, session_id)
+    VALUES
+        (v_id, v_owner, 'episodic', v_content, sha256(convert_to(v_content, 'UTF8'::name)), sha256(uuid_send(v_id)),
+         capture.embedding, 'agent', capture.importance, engram._trust_of('agent', now(), 0, 0), capture.session_id);
+    INSERT INTO engram.events AS e
+        (memory_id, owner, event_type, mode, session_id, workspace_id, tool_name, tool_input, tool_output,
+         success, error, duration_ms, file_path, parent_event_id)
+    VALUES
+        (v_id, v_owner, capture.event_type, v_mode, capture.session_id, v_ws, capture.tool_name,
+         capture.tool_input, capture.tool_output, capture.success, capture.error, capture.duration_ms,
+         capture.file_path, capture.parent_event_id);
+    PERFORM engram._audit(v_owner, 'capture', v_id, jsonb_build_object('event_type', capture.event_type, 'mode', v_mode));
+    RETURN QUERY SELECT 'captured'::text, v_id, NULL::text,
+        capture.event_type <> 'summary' AND engram._summary_due(v_owner, capture.session_id);
+END
+$fn$;
+
+-- The oldest memories of the owner stored without an embedding: the work
+-- engram-mcp's background embedder does next.
+CREATE FUNCTION engram.embedding_backlog(owner text DEFAULT NULL, lim integer DEFAULT 64)
+RETURNS TABLE (id uuid, content text)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(embedding_backlog.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY
+    SELECT m.id, m.content FROM engram.memories m
+    WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active'
+    ORDER BY m.created_at, m.id
+    LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000);
+END
+$fn$;
+
+-- Stores the embeddings of backlog rows (ids[i] gets embeddings[i]). Only
+-- rows still without one change, so a repeated or racing batch is
+-- harmless; returns how many rows were set.
+CREATE FUNCTION engram.set_embeddings(owner text DEFAULT NULL, ids uuid[] DEFAULT NULL, embeddings vector[] DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(set_embeddings.owner, NULL, NULL, true);
+    v_vec   vector;
+    v_count integer;
+BEGIN
+    IF set_embeddings.ids IS NULL OR set_embeddings.embeddings IS NULL
+       OR cardinality(set_embeddings.ids) <> cardinality(set_embeddings.embeddings) THEN
+        RAISE EXCEPTION 'ids and embeddings are required and must have the same length'
+            USING ERRCODE = '22023';
+    END IF;
+    FOREACH v_vec IN ARRAY set_embeddings.embeddings LOOP
+        PERFORM engram._check_vector(v_vec, 'embeddings');
+        IF v_vec IS NULL THEN
+            RAISE EXCEPTION 'embeddings holds a NULL; pass one vector per id'
+                USING ERRCODE = '22004';
+        END IF;
+    END LOOP;
+    UPDATE engram.memories AS m SET embedding = x.e
+    FROM unnest(set_embeddings.ids, set_embeddings.embeddings) AS x(i, e)
+    WHERE m.id = x.i AND m.owner = v_owner AND m.embedding IS NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$fn$;
+
+CREATE TYPE engram.session_item AS (session_id text, workspace text, first_event_at timestamptz,
+                                    last_event_at timestamptz, events bigint, has_summary boolean);
+
+-- The owner's sessions (of one workspace, when given), latest first.
+CREATE FUNCTION engram.sessions(owner text DEFAULT NULL, workspace text DEFAULT NULL, lim integer DEFAULT 20)
+RETURNS SETOF engram.session_item
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(sessions.owner, NULL, NULL, false);
+    v_ws    uuid;
+BEGIN
+    IF sessions.workspace IS NOT NULL THEN
+        v_ws := (engram._workspace(v_owner, sessions.workspace, false)).id;
+    END IF;
+    RETURN QUERY
+    SELECT s.v ->> 'session_id', s.v ->> 'workspace', (s.v ->> 'first_event_at')::timestamptz,
+           (s.v ->> 'last_event_at')::timestamptz, (s.v ->> 'events')::bigint, (s.v ->> 'summaries')::bigint > 0
+    FROM jsonb_array_elements(engram._sessions(v_owner, v_ws, least(greatest(coalesce(sessions.lim, 20), 1), 500))) s(v);
+END
+$fn$;
+
+CREATE FUNCTION engram.summary_due(owner text DEFAULT NULL, session_id text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(summary_due.owner, NULL, NULL, false);
+BEGIN
+    PERFORM engram._check_session(summary_due.session_id);
+    RETURN engram._summary_due(v_owner, summary_due.session_id);
+END
+$fn$;
+
+CREATE TYPE engram.session_event AS (id uuid, event_type text, content text, tool_name text, success boolean,
+                                     created_at timestamptz);
+
+-- A session's latest events (since its last summary, by default), oldest
+-- first: what a summarizer reads.
+CREATE FUNCTION engram.session_events(owner text DEFAULT NULL, session_id text DEFAULT NULL,
+                                      since_last_summary boolean DEFAULT true, lim integer DEFAULT 200)
+RETURNS SETOF engram.session_event
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(session_events.owner, NULL, NULL, false);
+    v_since timestamptz := '-infinity';
+BEGIN
+    PERFORM engram._check_session(session_events.session_id);
+    IF coalesce(session_events.since_last_summary, true) THEN
+        SELECT coalesce(max(e.created_at), '-infinity') INTO v_since FROM engram.events e
+        WHERE e.owner = v_owner AND e.session_id = session_events.session_id AND e.event_type = 'summary';
+    END IF;
+    -- The latest `lim` events, oldest first.
+    RETURN QUERY
+    SELECT x.* FROM (
+        SELECT e.memory_id, e.event_type, m.content, e.tool_name, e.success, e.created_at
+        FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+        WHERE e.owner = v_owner AND e.session_id = session_events.session_id AND e.created_at > v_since
+          AND m.status = 'active'
+        ORDER BY e.created_at DESC, e.memory_id DESC
+        LIMIT least(greatest(coalesce(session_events.lim, 200), 1), 1000)
+    ) x
+    ORDER BY x.created_at, x.memory_id;
+END
+$fn$;
+
+-- Stores a session summary: a summary event in the session's workspace.
+CREATE FUNCTION engram.summarize(owner text DEFAULT NULL, session_id text DEFAULT NULL, content text DEFAULT NULL,
+                                 embedding vector DEFAULT NULL, mode text DEFAULT 'dual')
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(summarize.owner, NULL, NULL, true);
+    v_ws    text;
+    r       record;
+BEGIN
+    PERFORM engram._check_session(summarize.session_id);
+    IF summarize.content IS NULL OR btrim(summarize.content) = '' THEN
+        RAISE EXCEPTION 'content is required: the summary of the session''s events since its last summary (engram.session_events)'
+            USING ERRCODE = '22004';
+    END IF;
+    SELECT w.name INTO v_ws FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id
+    WHERE e.owner = v_owner AND e.session_id = summarize.session_id AND w.status = 'active'
+    ORDER BY e.created_at DESC LIMIT 1;
+    SELECT * INTO r FROM engram.capture(owner => v_owner, event_type => 'summary', content => summarize.content,
+        session_id => summarize.session_id, mode => summarize.mode, workspace => v_ws,
+        importance => 0.7::real, embedding => summarize.embedding);
+    IF r.status = 'skipped' THEN
+        RAISE EXCEPTION 'summary not stored: %', r.reason USING ERRCODE = '55000';
+    END IF;
+    RETURN r.id;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- the context package (MetaHuman, SPEC 9)
+---------------------------------------------------------------------------
+
+-- What an agent needs to resume, in one call and within budget_chars: the
+-- workspace's latest state, pinned slots, the latest summary, recent tool
+-- events, and the top memories for the query (context_depth(mode, role) of
+-- them). engram._render_context (engram-core's context) decides what fits,
+-- cutting in that order from the end, and writes `text`.
+-- The workspace is the one given, else the one of the session's latest
+-- event; summaries and tool events come from that workspace, else from the
+-- session, else from all of the owner's.
+CREATE FUNCTION engram.context(
+    owner text DEFAULT NULL,
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    workspace text DEFAULT NULL,
+    mode text DEFAULT 'dual',
+    role text DEFAULT 'owner',
+    budget_chars integer DEFAULT 4000)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner   text := engram._caller(context.owner, NULL, NULL, false);
+    v_depth   integer;
+    w         engram.workspaces;
+    v_state   jsonb;
+    v_summary jsonb;
+    v_tools   jsonb;
+    v_hits    engram.search_hit[] := '{}';
+    v_shown   uuid[];
+    v_result  jsonb;
+BEGIN
+    PERFORM engram._check_budget(context.budget_chars);
+    v_depth := engram.context_depth(coalesce(context.mode, 'dual'), coalesce(context.role, 'owner'));
+    IF context.session_id IS NOT NULL THEN
+        PERFORM engram._check_session(context.session_id);
+    END IF;
+    IF context.workspace IS NOT NULL THEN
+        w := engram._workspace(v_owner, context.workspace, false);
+    ELSIF context.session_id IS NOT NULL THEN
+        SELECT x.* INTO w FROM engram.events e JOIN engram.workspaces x ON x.id = e.workspace_id
+        WHERE e.owner = v_owner AND e.session_id = context.session_id
+        ORDER BY e.created_at DESC LIMIT 1;
+    END IF;
+
+    IF w.id IS NOT NULL THEN
+        SELECT engram._state_json(s, w.name) INTO v_state FROM engram.states s
+        WHERE s.workspace_id = w.id AND s.archived_at IS NULL
+        ORDER BY s.created_at DESC LIMIT 1;
+    END IF;
+
+    SELECT jsonb_build_object('id', m.id, 'session_id', e.session_id, 'content', m.content,
+                              'age_s', round(extract(epoch FROM now() - e.created_at)))
+    INTO v_summary
+    FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+    WHERE e.owner = v_owner AND e.event_type = 'summary' AND m.status = 'active'
+      AND CASE WHEN w.id IS NOT NULL THEN e.workspace_id = w.id
+               WHEN context.session_id IS NOT NULL THEN e.session_id = context.session_id
+               ELSE true END
+    ORDER BY e.created_at DESC LIMIT 1;
+
+    SELECT coalesce(jsonb_agg(t.j ORDER BY t.at DESC), '[]') INTO v_tools
+    FROM (
+        SELECT e.created_at AS at, jsonb_build_object('id', m.id, 'tool_name', e.tool_name, 'success', e.success,
+                   'error', left(e.error, 300), 'duration_ms', e.duration_ms, 'session_id', e.session_id,
+                   'output_summary', left(CASE jsonb_typeof(e.tool_output) WHEN 'string' THEN e.tool_output #>> '{}'
+                                               ELSE e.tool_output::text END, 200),
+                   'content', m.content, 'age_s', round(extract(epoch FROM now() - e.created_at))) AS j
+        FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+        WHERE e.owner = v_owner AND e.event_type = 'tool_invocation' AND m.status = 'active'
+          AND CASE WHEN w.id IS NOT NULL THEN e.workspace_id = w.id
+                   WHEN context.session_id IS NOT NULL THEN e.session_id = context.session_id
+                   ELSE true END
+        ORDER BY e.created_at DESC LIMIT 5
+    ) t;
+
+    -- The top memories for the query, past what the other sections show.
+    IF context.query_embedding IS NOT NULL OR nullif(btrim(context.query_text), '') IS NOT NULL THEN
+        v_shown := array_remove(ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_tools) x)
+                                || (v_summary ->> 'id')::uuid, NULL);
+        v_hits := engram._search(
+            ROW(v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+            context.query_embedding, context.query_text, v_depth + cardinality(v_shown), 0);
+    END IF;
+
+    v_result := engram._render_context(jsonb_build_object(
+        'state', v_state,
+        'slots', engram._pinned_slots(v_owner, w.name),
+        'summary', v_summary,
+        'tool_events', v_tools,
+        'memories', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'kind', h.kind, 'content', h.content,
+                         'score', round(h.score::numeric, 4), 'age_s', round(extract(epoch FROM now() - h.created_at)))
+                         ORDER BY h.n), '[]')
+                     FROM (SELECT x.* FROM unnest(v_hits) WITH ORDINALITY AS x(id, content, kind, tags, metadata,
+                               similarity, score, trust_score, staleness_score, created_at, n)
+                           WHERE x.id <> ALL (coalesce(v_shown, '{}')) ORDER BY x.n LIMIT v_depth) h)),
+        context.budget_chars);
+    PERFORM engram._touch(v_owner, ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_result -> 'memories') x));
+    RETURN v_result || jsonb_build_object('workspace', w.name, 'depth', v_depth);
+END
+$fn$;
+
+---------------------------------------------------------------------------
 -- privileges, row-level security and search_path
 ---------------------------------------------------------------------------
 
@@ -2024,7 +2810,8 @@ $fn$;
 -- agent conversation, which reads only through engram's functions.
 GRANT USAGE ON SCHEMA engram TO engram_agent;
 GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
-               engram.ghost_settings, engram.grants, engram.publications, engram.slots TO engram_agent;
+               engram.ghost_settings, engram.grants, engram.publications, engram.slots,
+               engram.workspaces, engram.states, engram.events, engram.misses TO engram_agent;
 CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
@@ -2033,6 +2820,10 @@ CREATE POLICY owner_isolation ON engram.ghost_settings FOR SELECT TO engram_agen
 CREATE POLICY owner_isolation ON engram.grants FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.publications FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.slots FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.workspaces FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.states FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.events FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;

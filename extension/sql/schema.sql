@@ -228,3 +228,97 @@ ALTER TABLE engram.ghost_settings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.publications ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.slots ENABLE ROW LEVEL SECURITY;
+
+-- Continuity (SPEC 9, seeds 001 Nexus and 004 MetaHuman), since 0.3.0.
+
+-- A workspace: a project the agent comes back to. Archived, never deleted
+-- (only erasing an owner removes it); a name is unique per owner.
+CREATE TABLE engram.workspaces (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner       text NOT NULL CHECK (owner <> ''),
+    name        text NOT NULL CHECK (name <> '' AND octet_length(name) <= 200),
+    description text NOT NULL DEFAULT '',
+    root_folder text,
+    purpose     text,
+    workflows   text[] NOT NULL DEFAULT '{}',
+    key_files   text[] NOT NULL DEFAULT '{}',
+    preferences jsonb NOT NULL DEFAULT '{}',
+    status      text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived')),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    archived_at timestamptz,
+    UNIQUE (owner, name)
+);
+
+-- A state: an immutable, named save point of a workspace. The name is
+-- unique in its workspace forever (archived states keep theirs), and the
+-- trigger engram._state_immutable refuses every UPDATE but archiving.
+CREATE TABLE engram.states (
+    id                   uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner                text NOT NULL CHECK (owner <> ''),
+    workspace_id         uuid NOT NULL REFERENCES engram.workspaces (id) ON DELETE CASCADE,
+    name                 text NOT NULL CHECK (name <> '' AND octet_length(name) <= 200),
+    description          text NOT NULL DEFAULT '',
+    conversation_context text NOT NULL DEFAULT '',
+    active_task          text NOT NULL DEFAULT '',
+    active_files         text[] NOT NULL DEFAULT '{}',
+    next_steps           text[] NOT NULL DEFAULT '{}',
+    tags                 text[] NOT NULL DEFAULT '{}',
+    created_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
+    archived_at          timestamptz,
+    UNIQUE (workspace_id, name)
+);
+CREATE INDEX states_latest ON engram.states (workspace_id, created_at DESC);
+
+-- A captured event: an episodic memory (the row in engram.memories holds
+-- its content, session, importance and embedding) with what MetaHuman
+-- records beside it. A memory erased erases its event.
+CREATE TABLE engram.events (
+    memory_id       uuid PRIMARY KEY REFERENCES engram.memories (id) ON DELETE CASCADE,
+    owner           text NOT NULL,
+    event_type      text NOT NULL CHECK (event_type IN ('conversation', 'tool_invocation', 'file_read',
+                        'file_write', 'code_approval', 'code_rejection', 'observation', 'summary')),
+    mode            text NOT NULL,
+    session_id      text NOT NULL,
+    workspace_id    uuid REFERENCES engram.workspaces (id) ON DELETE SET NULL,
+    tool_name       text,
+    tool_input      jsonb,
+    tool_output     jsonb,
+    success         boolean,
+    error           text,
+    duration_ms     integer,
+    file_path       text,
+    parent_event_id uuid,
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX events_session ON engram.events (owner, session_id, created_at);
+CREATE INDEX events_workspace ON engram.events (owner, workspace_id, event_type, created_at);
+CREATE INDEX events_type ON engram.events (owner, event_type, created_at);
+
+-- The embedding backlog: active memories stored without an embedding
+-- (captured events, and anything a SQL client wrote without one), which
+-- engram-mcp embeds in the background. The rows are the queue, so a crash
+-- loses nothing.
+CREATE INDEX memories_backlog ON engram.memories (owner, created_at)
+    WHERE embedding IS NULL AND status = 'active';
+
+-- Searches that found nothing (SPEC 9, metrics): what agents looked for in
+-- vain. Holds the query text, so erasing an owner erases these too.
+CREATE TABLE engram.misses (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner         text NOT NULL,
+    at            timestamptz NOT NULL DEFAULT now(),
+    query_text    text,
+    had_embedding boolean NOT NULL
+);
+CREATE INDEX misses_owner_at ON engram.misses (owner, at);
+
+SELECT pg_catalog.pg_extension_config_dump('engram.workspaces', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.states', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.events', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.misses', '');
+
+ALTER TABLE engram.workspaces ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.states ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.misses ENABLE ROW LEVEL SECURITY;

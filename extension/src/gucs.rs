@@ -23,6 +23,8 @@ static HNSW_MIN_SELECTIVITY: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 /// exact scan costs about one heap page per row; 300 rows cost about as
 /// much as one HNSW pass at ef_search 40 (see docs/BENCHMARKS.md).
 static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
+/// Events of a session after which a summary is due (SPEC 9).
+static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
 /// SUSET: only superusers (and roles granted SET on it) set it directly;
 /// everyone else binds through engram.bind(token), which sets it too.
@@ -104,6 +106,16 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"engram.summary_every",
+        c"Events of a session after which engram.summary_due says a summary is due.",
+        c"Counted since the session's last summary. Default 20.",
+        &SUMMARY_EVERY,
+        1,
+        100_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_string_guc(
         c"engram.owner",
         c"The owner (collection) this session acts for.",
@@ -166,6 +178,11 @@ fn _setting_hnsw_min_selectivity() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_exact_search_rows() -> i32 {
     EXACT_SEARCH_ROWS.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_summary_every() -> i32 {
+    SUMMARY_EVERY.get()
 }
 
 fn text(setting: &GucSetting<Option<CString>>) -> Option<String> {

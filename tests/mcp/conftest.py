@@ -104,7 +104,8 @@ def serving(database, *extra, **kw):
 
 @pytest.fixture(scope="session")
 def server(database, tokens):
-    with serving(database) as base:
+    """engram-mcp with every tool group (--tools all)."""
+    with serving(database, "--tools", "all") as base:
         yield base
 
 

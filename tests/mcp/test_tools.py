@@ -13,20 +13,32 @@ INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal
             "memory_internal_query", "memory_internal_search_by"}
 SHARING = {"memory_grant", "memory_revoke_grant", "memory_publish", "memory_unpublish"}
 SLOTS = {"memory_slot_set", "memory_slot_append", "memory_slot_get", "memory_slot_list", "memory_slot_delete"}
+WORKSPACE = {"memory_workspace_create", "memory_workspace_list", "memory_workspace_load", "memory_workspace_update",
+             "memory_workspace_archive", "memory_state_save", "memory_state_list", "memory_state_load",
+             "memory_state_archive"}
+EVENTS = {"memory_capture", "memory_context", "memory_summarize", "memory_sessions"}
 
 
-async def test_tools_are_listed_per_request_headers(server, tokens):
+async def test_tools_are_listed_per_request_headers(server, tokens, database):
+    with serving(database) as default:
+        async with mcp_session(default, tokens["platform"]) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert set(tools) == CORE | WORKSPACE | EVENTS
+            assert len(tools) <= 25, "clients cap the number of tools they show"
+            for t in tools.values():
+                assert t.description and t.outputSchema is not None and t.annotations is not None, t.name
+        async with mcp_session(default, tokens["platform"], **{"X-Internal-Type": "agent"}) as s:
+            assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL
     async with mcp_session(server, tokens["platform"]) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == CORE | SHARING | SLOTS
-        assert len(tools) <= 25, "clients cap the number of tools they show"
+        assert set(tools) == CORE | SHARING | SLOTS | WORKSPACE | EVENTS
         assert tools["memory_search"].annotations.readOnlyHint is True
         assert tools["memory_forget"].annotations.destructiveHint is True
         assert "content" in tools["memory_remember"].inputSchema["properties"]
         assert tools["memory_remember"].inputSchema["properties"]["content"]["description"]
         assert tools["memory_search"].outputSchema is not None
     async with mcp_session(server, tokens["platform"], **{"X-Internal-Type": "agent"}) as s:
-        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL | SHARING | SLOTS
+        assert {t.name for t in (await s.list_tools()).tools} == CORE | INTERNAL | SHARING
 
 
 async def test_core_tools_end_to_end(server, tokens):

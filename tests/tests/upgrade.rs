@@ -1,6 +1,6 @@
-//! ALTER EXTENSION engram UPDATE from the previous release (0.1.0, whose
-//! install script is checked in as sql/engram--0.1.0.sql): the data written
-//! under 0.1.0 survives, and the catalog equals a fresh install's.
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 and 0.2.0,
+//! whose install scripts are checked in as sql/engram--<version>.sql): the
+//! data written under it survives, and the catalog equals a fresh install's.
 
 use engram_tests::*;
 use tokio_postgres::Client;
@@ -70,6 +70,21 @@ async fn catalog(c: &Client) -> Vec<String> {
         .collect()
 }
 
+/// Fails, listing the lines that differ, when `upgraded`'s catalog is not a
+/// fresh install's.
+async fn assert_same_catalog_as_a_fresh_install(upgraded: &Client) {
+    let fresh = TestDb::new(4).await;
+    let (want, got) = (catalog(&fresh.admin).await, catalog(upgraded).await);
+    let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).collect();
+    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "upgraded catalog differs from a fresh install\nonly in fresh:\n  {}\nonly in upgraded:\n  {}",
+        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
+        extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+    );
+}
+
 #[tokio::test]
 async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
     let (name, old) = empty_database().await;
@@ -130,7 +145,7 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "0.2.0");
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
     let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
     assert_eq!(after, before, "data changed in the upgrade");
     let level: i16 = old
@@ -140,17 +155,7 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
         .get(0);
     assert_eq!(level, 5, "existing memories are owner-only to ghosts");
 
-    // The catalog equals a fresh 0.2.0 install's.
-    let fresh = TestDb::new(4).await;
-    let (want, got) = (catalog(&fresh.admin).await, catalog(&old).await);
-    let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).collect();
-    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "upgraded catalog differs from a fresh install\nonly in fresh:\n  {}\nonly in upgraded:\n  {}",
-        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
-        extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
-    );
+    assert_same_catalog_as_a_fresh_install(&old).await;
 
     // And it works: the 0.1.0 token binds, the old rows are found, the
     // ghost memory stays in its scope.
@@ -183,4 +188,95 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
         .await
         .unwrap();
     assert_eq!(n.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>(), vec![ghost]);
+}
+
+#[tokio::test]
+async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
+    let (name, old) = empty_database().await;
+    old.batch_execute(
+        "CREATE EXTENSION engram VERSION '0.2.0' CASCADE;
+         SELECT engram.configure(embedding_dims => 4);",
+    )
+    .await
+    .expect("install 0.2.0");
+    // A populated 0.2.0 database: memories, a revision, a slot, sharing
+    // settings, a publication, a group and tokens.
+    let tea = create(
+        &old,
+        "alice",
+        "alice drinks green tea",
+        &[1.0, 0.0, 0.0, 0.0],
+        "access_level => 2",
+    )
+    .await;
+    create(&old, "bob", "bob plays chess", &[0.0, 1.0, 0.0, 0.0], "").await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea',
+                              embedding => '[1,0.1,0,0]', reason => 'switched');
+         SELECT engram.slot_set(owner => 'alice', label => 'persona', content => 'terse', pinned => true);
+         SELECT engram.slot_set(owner => 'alice', label => 'persona', content => 'verbose', workspace => 'api');
+         SELECT engram.ghost_settings(owner => 'alice', enabled => true, default_trust => 1);
+         SELECT engram.grant(owner => 'alice', accessor => 'bob', trust => 3);
+         SELECT engram.publish(owner => 'alice', id => '{tea}', space => 'lobby');
+         SELECT engram.add_member(group_id => 'team', member => 'alice');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.status, m.revision, m.embedding,
+                                              m.access_level), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', v.memory_id, v.revision, v.content), ',') FROM engram.revisions v)
+                    || (SELECT string_agg(concat_ws('/', s.owner, s.workspace, s.label, s.content, s.pinned), ','
+                                          ORDER BY s.workspace) FROM engram.slots s)
+                    || (SELECT string_agg(concat_ws('/', g.owner, g.accessor, g.trust), ',') FROM engram.grants g)
+                    || (SELECT string_agg(concat_ws('/', p.memory_id, p.space), ',') FROM engram.publications p)
+                    || (SELECT string_agg(concat_ws('/', x.group_id, x.member), ',') FROM engram.group_members x)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    let before: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+
+    old.batch_execute("ALTER EXTENSION engram UPDATE")
+        .await
+        .expect("ALTER EXTENSION engram UPDATE");
+    let version: String = old
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+    assert_eq!(after, before, "data changed in the upgrade");
+    assert_same_catalog_as_a_fresh_install(&old).await;
+
+    // The 0.2.0 token binds and the new functions work on the old data.
+    let app = connect_as(&name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("0.2.0 token binds");
+    app.query_one("SELECT engram.workspace_create(name => 'api')", &[])
+        .await
+        .unwrap();
+    let captured: String = app
+        .query_one(
+            "SELECT status FROM engram.capture(event_type => 'observation', content => 'upgraded', session_id => 's1',
+                                               workspace => 'api')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(captured, "captured");
+    let slot: String = app
+        .query_one("SELECT engram.slot_get(label => 'persona', workspace => 'api')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slot, "verbose");
+    app.batch_execute("COMMIT").await.unwrap();
 }

@@ -1,0 +1,701 @@
+//! Group `core`: ToolHive's nine memory tools, and the embedding, ghost
+//! routing and listing they share with the internal tools.
+
+use super::*;
+use rmcp::handler::server::common::Extension;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+// ---- arguments ---------------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+pub struct RememberArgs {
+    /// The fact, event or procedure to remember, in plain language (at most 256 KiB).
+    pub content: String,
+    /// semantic (a fact; default), episodic (an event, never a conflict) or procedural (how to do something).
+    pub kind: Option<String>,
+    /// Tags to file the memory under, e.g. ["project:apollo", "preference"].
+    pub tags: Option<Vec<String>>,
+    /// Extra structured data (a JSON object).
+    pub metadata: Option<Value>,
+    /// Forget automatically after this many days.
+    pub ttl_days: Option<f64>,
+    /// 0..1, default 0.5.
+    pub importance: Option<f32>,
+    /// Write even if a similar memory exists (after reviewing the conflicts of a first attempt).
+    pub force: Option<bool>,
+    /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
+    /// fully; the default).
+    pub access_level: Option<i32>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// What to look for, in natural language; exact tokens (error codes, ids) are matched too.
+    pub query: String,
+    /// Results to return (1-100, default 10).
+    pub limit: Option<i32>,
+    /// Only these kinds: semantic, episodic, procedural.
+    pub kinds: Option<Vec<String>>,
+    /// Only memories carrying every one of these tags.
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct QueryArgs {
+    /// What the prompt needs to know, in natural language.
+    pub query: String,
+    /// Memories to include (1-100, default 5).
+    pub limit: Option<i32>,
+    /// Most characters of the prompt-ready context (default 2000).
+    pub max_chars: Option<usize>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct IdArgs {
+    /// The memory id (a UUID from memory_search or memory_list).
+    pub id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct UpdateArgs {
+    /// The memory id (a UUID from memory_search or memory_list).
+    pub id: String,
+    /// New content (it is re-embedded; the old version is kept as a revision).
+    pub content: Option<String>,
+    /// Replaces the tags.
+    pub tags: Option<Vec<String>>,
+    /// Replaces the metadata (a JSON object).
+    pub metadata: Option<Value>,
+    /// Why it changed (kept in the revision history).
+    pub reason: Option<String>,
+    /// New access level (1-5) for your ghost's conversations.
+    pub access_level: Option<i32>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ForgetArgs {
+    /// The memory id (a UUID from memory_search or memory_list).
+    pub id: String,
+    /// Why it is forgotten.
+    pub reason: Option<String>,
+    /// Erase it with its history instead of archiving it (right to erasure).
+    pub hard: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct FlagArgs {
+    /// The memory id (a UUID from memory_search or memory_list).
+    pub id: String,
+    /// Why the memory looks wrong or doubtful.
+    pub reason: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// Only these kinds: semantic, episodic, procedural.
+    pub kinds: Option<Vec<String>>,
+    /// Only memories carrying every one of these tags.
+    pub tags: Option<Vec<String>>,
+    /// active (default), archived or expired.
+    pub status: Option<String>,
+    /// created_at (default), updated_at, trust_score, importance or access_count.
+    pub order_by: Option<String>,
+    /// Newest/highest first (default true).
+    pub descending: Option<bool>,
+    /// Page size (1-1000, default 50).
+    pub limit: Option<i32>,
+    /// next_cursor of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ConsolidateArgs {
+    /// Ids of the memories to merge; they are archived and point to the new one.
+    pub ids: Vec<String>,
+    /// The merged memory's content.
+    pub content: String,
+    /// Tags of the merged memory (default: the union of the originals').
+    pub tags: Option<Vec<String>>,
+    /// Kind of the merged memory (default: the originals' kind).
+    pub kind: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct CrystallizeArgs {
+    /// Ids of the memories (episodes, notes) the skill is learned from.
+    pub ids: Vec<String>,
+    /// A short name for the skill, e.g. "deploy-to-staging".
+    pub name: String,
+    /// The procedure, step by step.
+    pub content: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct RememberResult {
+    /// created, duplicate (an identical memory exists: id) or conflict (similar memories: see conflicts; nothing written).
+    pub status: String,
+    pub id: Option<String>,
+    /// [{id, content, similarity}] of similar memories.
+    pub conflicts: Option<Value>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Hit {
+    pub id: String,
+    pub content: String,
+    pub kind: String,
+    pub tags: Vec<String>,
+    pub score: f32,
+    pub similarity: Option<f32>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SearchResult {
+    pub results: Vec<Hit>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct QueryResult {
+    pub results: Vec<Hit>,
+    /// The hits formatted for a prompt, within max_chars.
+    pub context: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Memory {
+    pub id: String,
+    pub content: String,
+    pub kind: String,
+    pub source: String,
+    pub tags: Vec<String>,
+    pub metadata: Value,
+    pub status: String,
+    pub importance: f32,
+    pub trust_score: f32,
+    pub staleness_score: f32,
+    pub revision_count: i64,
+    pub access_count: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct RecallResult {
+    pub memory: Memory,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct UpdateResult {
+    pub id: String,
+    pub revision: i32,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ForgetResult {
+    pub id: String,
+    pub forgotten: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct FlagResult {
+    pub id: String,
+    pub trust_score: f32,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Listed {
+    pub id: String,
+    pub content: String,
+    pub kind: String,
+    pub tags: Vec<String>,
+    pub status: String,
+    pub importance: f32,
+    pub trust_score: f32,
+    pub created_at: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ListResult {
+    pub memories: Vec<Listed>,
+    /// Pass as cursor for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct IdResult {
+    pub id: String,
+}
+
+impl EngramServer {
+    pub(super) async fn remember_in(
+        &self,
+        c: &Caller,
+        i: Option<&Internal>,
+        a: RememberArgs,
+    ) -> Result<RememberResult, String> {
+        check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+        let embedding = self.embed(c, &a.content).await?;
+        let tags = stamped(a.tags, i).unwrap_or_default();
+        let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
+        let kind = a.kind.unwrap_or_else(|| "semantic".into());
+        let internal_type = i.map(|i| i.internal_type.clone());
+        let rows = self
+            .shared
+            .db
+            .call(
+                c,
+                "SELECT status, id::text, conflicts FROM engram.remember(content => $1, embedding => $2, kind => $3,
+                     tags => $4, metadata => $5, ttl => $6::float8 * interval '1 day', importance => $7,
+                     internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11,
+                     access_level => coalesce($12, 5))",
+                &[
+                    &a.content,
+                    &embedding,
+                    &kind,
+                    &tags,
+                    &metadata,
+                    &a.ttl_days,
+                    &a.importance.unwrap_or(0.5),
+                    &internal_type,
+                    &c.session_id,
+                    &a.force.unwrap_or(false),
+                    &self.shared.conflict_threshold,
+                    &a.access_level,
+                ],
+            )
+            .await
+            .map_err(|e| db_error(e, None))?;
+        let r = &rows[0];
+        Ok(RememberResult {
+            status: r.get(0),
+            id: r.get(1),
+            conflicts: r.get(2),
+        })
+    }
+
+    pub(super) async fn search_in(
+        &self,
+        c: &Caller,
+        i: Option<&Internal>,
+        query: &str,
+        limit: Option<i32>,
+        kinds: Option<Vec<String>>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Vec<Hit>, String> {
+        check_size("query", query, MAX_QUERY_BYTES)?;
+        let embedding = self.embed(c, query).await?;
+        let rows = match (i, ghost(c)) {
+            // Core reads in a ghost conversation: what the ghost may show.
+            (None, Some((ghost_type, ghost_id))) => self
+                .shared
+                .db
+                .call(
+                    c,
+                    "SELECT id::text, content, kind, tags, score, similarity FROM engram.ghost_search(
+                         ghost_type => $1, ghost_id => $2, query_embedding => $3, query_text => $4, k => $5,
+                         kinds => $6, tags_all => $7)",
+                    &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
+                )
+                .await,
+            _ => {
+                let internal_type = i.map(|i| i.internal_type.clone());
+                let scope = i.map(|i| i.scope.clone());
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        "SELECT id::text, content, kind, tags, score, similarity FROM engram.search(query_embedding => $1,
+                             query_text => $2, k => $3, kinds => $4, tags_all => $5, internal_type => $6, scope_tags => $7)",
+                        &[&embedding, &query, &limit, &kinds, &tags, &internal_type, &scope],
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, None))?;
+        Ok(rows
+            .iter()
+            .map(|r| Hit {
+                id: r.get(0),
+                content: r.get(1),
+                kind: r.get(2),
+                tags: r.get(3),
+                score: r.get(4),
+                similarity: r.get(5),
+            })
+            .collect())
+    }
+
+    pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
+        let uuid = parse_id(id)?;
+        const COLUMNS: &str = "id::text, content, kind, source, tags, metadata, status, importance, trust_score,
+                               staleness_score, revision_count, access_count, created_at::text, updated_at::text";
+        let rows = match ghost(c) {
+            Some((ghost_type, ghost_id)) => {
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.ghost_recall(ghost_type => $1, ghost_id => $2, id => $3)"
+                        ),
+                        &[&ghost_type, &ghost_id, &uuid],
+                    )
+                    .await
+            }
+            None => {
+                self.shared
+                    .db
+                    .call(c, &format!("SELECT {COLUMNS} FROM engram.recall(id => $1)"), &[&uuid])
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, Some(id)))?;
+        // ghost_recall answers "not found" with no row
+        let r = rows
+            .first()
+            .ok_or_else(|| format!("Memory {id} not found. Use memory_search or memory_list to find it."))?;
+        Ok(Memory {
+            id: r.get(0),
+            content: r.get(1),
+            kind: r.get(2),
+            source: r.get(3),
+            tags: r.get(4),
+            metadata: r.get(5),
+            status: r.get(6),
+            importance: r.get(7),
+            trust_score: r.get(8),
+            staleness_score: r.get(9),
+            revision_count: r.get(10),
+            access_count: r.get(11),
+            created_at: r.get(12),
+            updated_at: r.get(13),
+        })
+    }
+
+    pub(super) async fn update_in(
+        &self,
+        c: &Caller,
+        i: Option<&Internal>,
+        a: UpdateArgs,
+    ) -> Result<UpdateResult, String> {
+        let uuid = parse_id(&a.id)?;
+        let embedding = match &a.content {
+            Some(text) => {
+                check_size("content", text, MAX_CONTENT_BYTES)?;
+                Some(self.embed(c, text).await?)
+            }
+            None => None,
+        };
+        let tags = if a.tags.is_some() { stamped(a.tags, i) } else { None };
+        let internal_type = i.map(|i| i.internal_type.clone());
+        let scope = i.map(|i| i.scope.clone());
+        let rows = self
+            .shared
+            .db
+            .call(
+                c,
+                "SELECT engram.update(id => $1, content => $2, embedding => $3, tags => $4, metadata => $5,
+                     reason => $6, internal_type => $7, scope_tags => $8, access_level => $9)",
+                &[
+                    &uuid,
+                    &a.content,
+                    &embedding,
+                    &tags,
+                    &a.metadata,
+                    &a.reason,
+                    &internal_type,
+                    &scope,
+                    &a.access_level,
+                ],
+            )
+            .await
+            .map_err(|e| db_error(e, Some(&a.id)))?;
+        Ok(UpdateResult {
+            id: uuid.to_string(),
+            revision: rows[0].get(0),
+        })
+    }
+
+    pub(super) async fn list_in(&self, c: &Caller, i: Option<&Internal>, a: ListArgs) -> Result<ListResult, String> {
+        const COLUMNS: &str =
+            "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor";
+        let rows = match (i, ghost(c)) {
+            (None, Some((ghost_type, ghost_id))) => {
+                if a.status.as_deref().is_some_and(|s| s != "active") {
+                    return Err("A ghost shows only active memories; leave status out.".into());
+                }
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.ghost_list(ghost_type => $1, ghost_id => $2, kinds => $3,
+                                 tags_all => $4, order_by => $5, descending => $6, \"limit\" => $7, after => $8)"
+                        ),
+                        &[
+                            &ghost_type,
+                            &ghost_id,
+                            &a.kinds,
+                            &a.tags,
+                            &a.order_by,
+                            &a.descending,
+                            &a.limit,
+                            &a.cursor,
+                        ],
+                    )
+                    .await
+            }
+            _ => {
+                let internal_type = i.map(|i| i.internal_type.clone());
+                let scope = i.map(|i| i.scope.clone());
+                self.shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS} FROM engram.list(kinds => $1, tags_all => $2, internal_type => $3,
+                                 scope_tags => $4, status => $5, order_by => $6, descending => $7,
+                                 \"limit\" => $8, after => $9)"
+                        ),
+                        &[
+                            &a.kinds,
+                            &a.tags,
+                            &internal_type,
+                            &scope,
+                            &a.status,
+                            &a.order_by,
+                            &a.descending,
+                            &a.limit,
+                            &a.cursor,
+                        ],
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| db_error(e, None))?;
+        let next_cursor = rows.last().and_then(|r| r.get::<_, Option<String>>(8));
+        Ok(ListResult {
+            memories: rows
+                .iter()
+                .map(|r| Listed {
+                    id: r.get(0),
+                    content: r.get(1),
+                    kind: r.get(2),
+                    tags: r.get(3),
+                    status: r.get(4),
+                    importance: r.get(5),
+                    trust_score: r.get(6),
+                    created_at: r.get(7),
+                })
+                .collect(),
+            next_cursor,
+        })
+    }
+}
+
+// Return types are spelled out (not ToolResult<T>): the #[tool] macro reads
+// them to publish each tool's outputSchema.
+#[tool_router(router = memories_router, vis = "pub(super)")]
+impl EngramServer {
+    #[tool(
+        description = "Remember a fact (semantic), event (episodic) or procedure. Returns status created, duplicate \
+                       (an identical memory exists; its id) or conflict (similar memories exist; nothing was written: \
+                       update or forget one of them, or call again with force=true).",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_remember(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<RememberArgs>,
+    ) -> Result<Json<RememberResult>, String> {
+        self.run("memory_remember", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.remember_in(&c, None, a).await
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Search memories by meaning and exact words; best first (score = relevance x trust x freshness).",
+        annotations(read_only_hint = true)
+    )]
+    async fn memory_search(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<SearchArgs>,
+    ) -> Result<Json<SearchResult>, String> {
+        self.run("memory_search", async {
+            let results = self
+                .search_in(&caller(&parts)?, None, &a.query, a.limit, a.kinds, a.tags)
+                .await?;
+            Ok(SearchResult { results })
+        })
+        .await
+    }
+
+    #[tool(description = "Read one memory in full by id.", annotations(read_only_hint = true))]
+    async fn memory_recall(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<IdArgs>,
+    ) -> Result<Json<RecallResult>, String> {
+        self.run("memory_recall", async {
+            Ok(RecallResult {
+                memory: self.recall_in(&caller(&parts)?, &a.id).await?,
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Correct or extend a memory. The previous version is kept as a revision.",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_update(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<UpdateArgs>,
+    ) -> Result<Json<UpdateResult>, String> {
+        self.run("memory_update", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.update_in(&c, None, a).await
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Forget a memory: archive it (default) or, with hard=true, erase it and its history.",
+        annotations(destructive_hint = true)
+    )]
+    async fn memory_forget(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ForgetArgs>,
+    ) -> Result<Json<ForgetResult>, String> {
+        self.run("memory_forget", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let uuid = parse_id(&a.id)?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.forget(id => $1, reason => $2, hard => $3)",
+                    &[&uuid, &a.reason, &a.hard.unwrap_or(false)],
+                )
+                .await
+                .map_err(|e| db_error(e, Some(&a.id)))?;
+            Ok(ForgetResult {
+                id: uuid.to_string(),
+                forgotten: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Flag a memory as wrong or doubtful; its trust drops and it ranks lower. Returns the new trust score.",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_flag(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<FlagArgs>,
+    ) -> Result<Json<FlagResult>, String> {
+        self.run("memory_flag", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let uuid = parse_id(&a.id)?;
+            let rows = self
+                .shared
+                .db
+                .call(&c, "SELECT engram.flag(id => $1, reason => $2)", &[&uuid, &a.reason])
+                .await
+                .map_err(|e| db_error(e, Some(&a.id)))?;
+            Ok(FlagResult {
+                id: uuid.to_string(),
+                trust_score: rows[0].get(0),
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "List memories with filters and ordering, a page at a time (pass next_cursor back as cursor).",
+        annotations(read_only_hint = true)
+    )]
+    async fn memory_list(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ListArgs>,
+    ) -> Result<Json<ListResult>, String> {
+        self.run("memory_list", async { self.list_in(&caller(&parts)?, None, a).await })
+            .await
+    }
+
+    #[tool(
+        description = "Merge several memories into one; the originals are archived and point to it. All or nothing.",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_consolidate(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ConsolidateArgs>,
+    ) -> Result<Json<IdResult>, String> {
+        self.run("memory_consolidate", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let ids = parse_ids(&a.ids)?;
+            check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+            let embedding = self.embed(&c, &a.content).await?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.consolidate(ids => $1, content => $2, embedding => $3, tags => $4, kind => $5)::text",
+                    &[&ids, &a.content, &embedding, &a.tags, &a.kind],
+                )
+                .await
+                .map_err(|e| db_error(e, None))?;
+            Ok(IdResult { id: rows[0].get(0) })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Turn memories (e.g. the episodes of a task done well) into a reusable, read-only skill.",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_crystallize(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<CrystallizeArgs>,
+    ) -> Result<Json<IdResult>, String> {
+        self.run("memory_crystallize", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let ids = parse_ids(&a.ids)?;
+            check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+            let embedding = self.embed(&c, &a.content).await?;
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT engram.crystallize(ids => $1, name => $2, content => $3, embedding => $4)::text",
+                    &[&ids, &a.name, &a.content, &embedding],
+                )
+                .await
+                .map_err(|e| db_error(e, None))?;
+            Ok(IdResult { id: rows[0].get(0) })
+        })
+        .await
+    }
+}

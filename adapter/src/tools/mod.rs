@@ -1,0 +1,511 @@
+//! The MCP tools, one module per tool group: `memories` (ToolHive's nine
+//! core tools), `internal` (remember-mcp's five), `sharing`, `slots`,
+//! `workspace` and `events` (SPEC 9). Each tool validates its arguments,
+//! embeds text when needed, and calls exactly one engram SQL function
+//! through [`EngramServer::sql`], the shared path; every rule about memories
+//! lives in the extension.
+
+mod events;
+mod internal;
+mod memories;
+mod sharing;
+mod slots;
+mod workspace;
+
+pub use events::Background;
+
+use crate::caller::{Caller, Internal};
+use crate::db::{Db, DbError};
+use crate::metrics::Metrics;
+use engram_embed::cache::Cached;
+use engram_embed::Embedder;
+use memories::Hit;
+use pgvector::Vector;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{ListToolsResult, PaginatedRequestParams};
+use rmcp::service::RequestContext;
+use rmcp::{tool_handler, Json, RoleServer, ServerHandler};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+use tracing::Instrument;
+use uuid::Uuid;
+
+type Parts = http::request::Parts;
+type ToolResult<T> = Result<Json<T>, String>;
+
+pub struct Shared {
+    pub db: Db,
+    pub embedder: Cached<Box<dyn Embedder>>,
+    pub metrics: Metrics,
+    pub groups: Groups,
+    pub conflict_threshold: Option<f32>,
+    /// Embeds captured events off the write path and writes due summaries.
+    pub background: Background,
+}
+
+/// The tool groups `--tools` serves. A tool of a group that is off is
+/// neither listed nor callable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Groups {
+    pub core: bool,
+    pub internal: bool,
+    pub sharing: bool,
+    pub slots: bool,
+    pub workspace: bool,
+    pub events: bool,
+}
+
+pub const GROUP_NAMES: [&str; 6] = ["core", "internal", "sharing", "slots", "workspace", "events"];
+
+impl Groups {
+    /// Group names, or `all`.
+    pub fn parse(names: &[String]) -> Result<Groups, String> {
+        let mut names: Vec<&str> = names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
+        if names.contains(&"all") {
+            names = GROUP_NAMES.to_vec();
+        }
+        if let Some(bad) = names.iter().find(|g| !GROUP_NAMES.contains(g)) {
+            return Err(format!(
+                "unknown tool group '{bad}' in --tools; use any of {}, or all",
+                GROUP_NAMES.join(", ")
+            ));
+        }
+        Ok(Groups {
+            core: names.contains(&"core"),
+            internal: names.contains(&"internal"),
+            sharing: names.contains(&"sharing"),
+            slots: names.contains(&"slots"),
+            workspace: names.contains(&"workspace"),
+            events: names.contains(&"events"),
+        })
+    }
+
+    /// The group a tool belongs to.
+    pub fn of(tool: &str) -> &'static str {
+        if tool.starts_with("memory_internal_") {
+            "internal"
+        } else if tool.starts_with("memory_slot_") {
+            "slots"
+        } else if tool.starts_with("memory_workspace_") || tool.starts_with("memory_state_") {
+            "workspace"
+        } else if EVENT_TOOLS.contains(&tool) {
+            "events"
+        } else if SHARING_TOOLS.contains(&tool) {
+            "sharing"
+        } else {
+            "core"
+        }
+    }
+
+    pub fn serves(&self, tool: &str) -> bool {
+        match Groups::of(tool) {
+            "internal" => self.internal,
+            "sharing" => self.sharing,
+            "slots" => self.slots,
+            "workspace" => self.workspace,
+            "events" => self.events,
+            _ => self.core,
+        }
+    }
+}
+
+const SHARING_TOOLS: [&str; 4] = [
+    "memory_grant",
+    "memory_revoke_grant",
+    "memory_publish",
+    "memory_unpublish",
+];
+
+const EVENT_TOOLS: [&str; 4] = [
+    "memory_capture",
+    "memory_context",
+    "memory_summarize",
+    "memory_sessions",
+];
+
+/// Limits checked before any text is embedded (the database checks them
+/// again): content as engram.remember, queries as engram.search.
+const MAX_CONTENT_BYTES: usize = 256 * 1024;
+const MAX_QUERY_BYTES: usize = 65_536;
+
+/// What a ghost conversation's core write tools answer (SPEC 8.2).
+const GHOST_WRITES: &str = "A ghost conversation writes only through memory_internal_create (the ghost's own \
+                            memories of this conversation); memory_remember, memory_update and the other core \
+                            write tools are not available with X-Internal-Type: ghost.";
+
+#[derive(Clone)]
+pub struct EngramServer {
+    shared: Arc<Shared>,
+    tool_router: ToolRouter<Self>,
+}
+
+// ---- helpers -----------------------------------------------------------
+
+/// The caller of a tool. Malformed internal headers fail every tool: a
+/// ghost conversation must never fall back to the accessor's own memories.
+fn caller(parts: &Parts) -> Result<Caller, String> {
+    let c = parts
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| "request was not authenticated".to_string())?;
+    c.context()?;
+    Ok(c)
+}
+
+/// The ghost a core read tool talks to (X-Internal-Type: ghost), if any.
+fn ghost(c: &Caller) -> Option<(String, String)> {
+    let i = c.internal.as_ref().ok()?.as_ref()?;
+    if !i.is_ghost() {
+        return None;
+    }
+    Some((i.ghost_type.clone()?, i.ghost_id()?.to_string()))
+}
+
+/// Core write tools refuse in a ghost conversation.
+fn not_in_ghost(c: &Caller) -> Result<(), String> {
+    match c.internal.as_ref().ok().and_then(Option::as_ref) {
+        Some(i) if i.is_ghost() => Err(GHOST_WRITES.into()),
+        _ => Ok(()),
+    }
+}
+
+fn check_size(what: &str, text: &str, limit: usize) -> Result<(), String> {
+    if text.len() > limit {
+        return Err(format!(
+            "{what} is {} bytes; the limit is {limit}. Shorten it or split it into several memories.",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
+fn internal(c: &Caller) -> Result<Internal, String> {
+    match &c.internal {
+        Ok(Some(i)) => Ok(i.clone()),
+        Ok(None) => Err(
+            "This tool needs an internal context: send X-Internal-Type (ghost or agent, with X-Ghost-Type \
+                         and X-Ghost-Owner/Space/Group for ghosts) using a platform token. For normal memories use the \
+                         memory_* tools."
+                .into(),
+        ),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+fn parse_id(id: &str) -> Result<Uuid, String> {
+    Uuid::parse_str(id.trim())
+        .map_err(|_| format!("'{id}' is not a memory id (a UUID). Use memory_search or memory_list to find ids."))
+}
+
+fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>, String> {
+    ids.iter().map(|i| parse_id(i)).collect()
+}
+
+/// A database error as a tool error that says how to recover.
+fn db_error(e: DbError, id: Option<&str>) -> String {
+    match (e.code.as_deref(), id) {
+        (Some("P0002"), Some(id)) => {
+            format!("Memory {id} not found. Use memory_search or memory_list to find it.")
+        }
+        _ => e.message,
+    }
+}
+
+/// Tags for a write: the caller's own plus, in an internal context, the
+/// internal tags (never removable by the caller).
+fn stamped(tags: Option<Vec<String>>, i: Option<&Internal>) -> Option<Vec<String>> {
+    match i {
+        None => tags,
+        Some(i) => {
+            let mut all = i.tags.clone();
+            for t in tags.unwrap_or_default() {
+                if !all.contains(&t) {
+                    all.push(t);
+                }
+            }
+            Some(all)
+        }
+    }
+}
+
+/// The hits of memory_internal_query as prompt text, within `max_chars`:
+/// engram-core's context rendering (the same as engram.context's), so
+/// every memory sits under a header engram writes and its stored lines are
+/// quoted, never posing as a system or user message.
+fn prompt_context(hits: &[Hit], max_chars: usize) -> String {
+    let memories: Vec<Value> = hits
+        .iter()
+        .map(|h| serde_json::json!({"id": h.id, "kind": h.kind, "content": h.content}))
+        .collect();
+    let out = engram_core::context::render(&serde_json::json!({ "memories": memories }), max_chars);
+    out["text"].as_str().unwrap_or_default().to_string()
+}
+
+impl EngramServer {
+    pub fn new(shared: Arc<Shared>) -> EngramServer {
+        EngramServer {
+            shared,
+            tool_router: Self::memories_router()
+                + Self::internal_router()
+                + Self::sharing_router()
+                + Self::slots_router()
+                + Self::workspace_router()
+                + Self::events_router(),
+        }
+    }
+
+    /// Embeds `text` for caller `c`; the cache is shared only within one owner.
+    async fn embed(&self, c: &Caller, text: &str) -> Result<Vector, String> {
+        let started = Instant::now();
+        let r = self.shared.embedder.embed_in(&c.owner, &[text.to_string()]).await;
+        self.shared.metrics.embedding(started.elapsed(), r.is_ok());
+        let mut v = r.map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
+        Ok(Vector::from(v.remove(0)))
+    }
+
+    /// Runs a tool body with a tracing span and metrics.
+    async fn run<T>(
+        &self,
+        name: &'static str,
+        body: impl std::future::Future<Output = Result<T, String>>,
+    ) -> ToolResult<T> {
+        let started = Instant::now();
+        let span = tracing::info_span!("tool", tool = name);
+        // --tools is enforced here, at call time, not only in tools/list.
+        let result = if self.shared.groups.serves(name) {
+            body.instrument(span.clone()).await
+        } else {
+            Err(format!(
+                "{name} is not enabled on this server: its tool group '{}' is not in --tools",
+                Groups::of(name)
+            ))
+        };
+        let ok = result.is_ok();
+        self.shared.metrics.tool(name, started.elapsed(), ok);
+        span.in_scope(|| match &result {
+            Ok(_) => tracing::info!(ms = started.elapsed().as_secs_f64() * 1e3, "ok"),
+            Err(e) => tracing::info!(ms = started.elapsed().as_secs_f64() * 1e3, error = %e, "tool error"),
+        });
+        result.map(Json)
+    }
+
+    /// Lets the background worker drain what an earlier process left in the
+    /// caller's embedding backlog (once per owner and process).
+    fn note_caller(&self, parts: &Parts) {
+        if let Ok(c) = caller(parts) {
+            self.shared.background.note(&c);
+        }
+    }
+
+    /// The shared path of a tool that is one SQL call: the caller from the
+    /// request, the call bound to the caller's token (`db::Db::call`), the
+    /// rows shaped into the result, and a database error turned into a
+    /// message that says how to recover. Tools that embed text or route
+    /// ghost reads use the same parts around their own call.
+    async fn sql<T>(
+        &self,
+        parts: &Parts,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        shape: impl FnOnce(Vec<Row>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let c = caller(parts)?;
+        let rows = self
+            .shared
+            .db
+            .call(&c, sql, params)
+            .await
+            .map_err(|e| db_error(e, None))?;
+        shape(rows)
+    }
+}
+
+/// The first column of the first row, for SQL functions that return jsonb.
+fn json_of(rows: Vec<Row>) -> Result<Value, String> {
+    rows.first()
+        .map(|r| r.get::<_, Value>(0))
+        .ok_or_else(|| "the database returned no row".to_string())
+}
+
+/// Internal tools are listed only to requests in an internal context; those
+/// requests (a ghost or agent conversation, remember-mcp's platform mode)
+/// are not the owner's own working sessions, so the continuity groups are
+/// not listed to them. The database refuses what a context may not do
+/// either way (SPEC 8.2).
+fn listed(tool: &str, has_internal: bool) -> bool {
+    match Groups::of(tool) {
+        "internal" => has_internal,
+        "workspace" | "events" | "slots" => !has_internal,
+        _ => true,
+    }
+}
+
+#[tool_handler(
+    router = self.tool_router,
+    name = "engram-mcp",
+    version = "0.3.0", // a literal for the macro; a test keeps it equal to the crate version
+    instructions = "engram: long-term memory. Search before you answer from memory; remember durable facts, events \
+                    and procedures; update or flag memories that turn out wrong. Errors say how to recover."
+)]
+impl ServerHandler for EngramServer {
+    /// Internal tools are listed only when the request carries X-Internal-Type
+    /// (read from this request's headers, never from the session).
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, rmcp::ErrorData> {
+        let has_internal = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .is_some_and(|c| !matches!(c.internal, Ok(None)));
+        let tools = self
+            .tool_router
+            .list_all()
+            .into_iter()
+            .filter(|t| self.shared.groups.serves(&t.name) && listed(&t.name, has_internal))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(content: &str) -> Hit {
+        Hit {
+            id: "i".into(),
+            content: content.into(),
+            kind: "semantic".into(),
+            tags: vec![],
+            score: 1.0,
+            similarity: None,
+        }
+    }
+
+    #[test]
+    fn server_info_names_engram_and_its_version() {
+        let info = <EngramServer as ServerHandler>::get_info(&EngramServer::new(Arc::new(Shared {
+            db: Db::connect(
+                "host=/nonexistent user=x",
+                1,
+                &crate::db::Limits {
+                    pool_wait: std::time::Duration::from_secs(1),
+                    statement_timeout: std::time::Duration::from_secs(1),
+                },
+            )
+            .unwrap(),
+            embedder: Cached::new(Box::new(Fixed) as Box<dyn Embedder>, 1),
+            metrics: Metrics::default(),
+            groups: Groups::parse(&["core".into()]).unwrap(),
+            conflict_threshold: None,
+            background: Background::new(std::time::Duration::ZERO, None).0,
+        })));
+        let info = serde_json::to_value(info).unwrap();
+        assert_eq!(info["serverInfo"]["name"], "engram-mcp");
+        assert_eq!(info["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    }
+
+    struct Fixed;
+
+    #[async_trait::async_trait]
+    impl Embedder for Fixed {
+        fn name(&self) -> String {
+            "fixed".into()
+        }
+        fn dims(&self) -> usize {
+            1
+        }
+        async fn embed(&self, t: &[String]) -> Result<Vec<Vec<f32>>, engram_embed::EmbedError> {
+            Ok(t.iter().map(|_| vec![1.0]).collect())
+        }
+    }
+
+    #[test]
+    fn prompt_context_respects_the_budget() {
+        let hits = vec![hit("alice drinks tea"), hit(&"x".repeat(100))];
+        let full = prompt_context(&hits, 10_000);
+        assert_eq!(full.lines().count(), 5, "{full}");
+        assert!(
+            full.contains("[memory · semantic · id i]\n> alice drinks tea\n"),
+            "{full}"
+        );
+        let short = prompt_context(&hits, 260);
+        assert!(short.chars().count() <= 260, "{}", short.chars().count());
+        assert!(short.ends_with("…\n"), "{short}");
+    }
+
+    #[test]
+    fn internal_tags_cannot_be_removed_by_the_caller() {
+        let i = Internal {
+            internal_type: "agent".into(),
+            tags: vec!["agent".into()],
+            scope: vec![],
+            ghost_type: None,
+            ghost_owner: None,
+            ghost_space: None,
+            ghost_group: None,
+        };
+        assert_eq!(
+            stamped(Some(vec!["x".into()]), Some(&i)),
+            Some(vec!["agent".to_string(), "x".to_string()])
+        );
+        assert_eq!(stamped(None, Some(&i)), Some(vec!["agent".to_string()]));
+        assert_eq!(stamped(Some(vec!["x".into()]), None), Some(vec!["x".to_string()]));
+    }
+
+    #[test]
+    fn tool_groups_parse_and_classify() {
+        let g = Groups::parse(&["core".into(), " sharing ".into()]).unwrap();
+        assert_eq!(
+            g,
+            Groups {
+                core: true,
+                internal: false,
+                sharing: true,
+                slots: false,
+                workspace: false,
+                events: false,
+            }
+        );
+        assert_eq!(Groups::of("memory_slot_get"), "slots");
+        assert_eq!(Groups::of("memory_state_save"), "workspace");
+        assert_eq!(Groups::of("memory_context"), "events");
+        let all = Groups::parse(&["all".into()]).unwrap();
+        assert!(all.core && all.internal && all.sharing && all.slots && all.workspace && all.events);
+        assert!(g.serves("memory_search") && g.serves("memory_grant"));
+        assert!(!g.serves("memory_internal_create"));
+        assert!(Groups::parse(&["core".into(), "everything".into()])
+            .unwrap_err()
+            .contains("everything"));
+        assert_eq!(Groups::of("memory_unpublish"), "sharing");
+        assert_eq!(Groups::of("memory_internal_query"), "internal");
+        assert_eq!(Groups::of("memory_recall"), "core");
+    }
+
+    #[test]
+    fn sizes_are_checked_before_embedding() {
+        assert!(check_size("content", &"x".repeat(MAX_CONTENT_BYTES), MAX_CONTENT_BYTES).is_ok());
+        let e = check_size("content", &"x".repeat(MAX_CONTENT_BYTES + 1), MAX_CONTENT_BYTES).unwrap_err();
+        assert!(e.contains("limit"), "{e}");
+    }
+
+    #[test]
+    fn not_found_errors_say_how_to_recover() {
+        let e = DbError {
+            code: Some("P0002".into()),
+            message: "memory x not found".into(),
+        };
+        assert_eq!(
+            db_error(e, Some("abc")),
+            "Memory abc not found. Use memory_search or memory_list to find it."
+        );
+        assert!(parse_id("nope").unwrap_err().contains("memory_search"));
+    }
+}

@@ -1,0 +1,20 @@
+//! SQL binding of the context package's rendering (engram-core's `context`):
+//! `engram.context` gathers the parts in plpgsql and calls this once.
+
+use crate::errors::OrRaise;
+use engram_core::context;
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+/// The package with only what fits in `budget_chars`, plus its `text`.
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _render_context(package: JsonB, budget_chars: i64) -> JsonB {
+    let budget = context::check_budget(budget_chars).or_raise();
+    JsonB(context::render(&package.0, budget))
+}
+
+/// Refuses a budget out of range (22023), before any data is read.
+#[pg_extern(immutable, parallel_safe)]
+fn _check_budget(budget_chars: Option<i64>) {
+    context::check_budget(budget_chars.unwrap_or(i64::MIN)).or_raise();
+}
