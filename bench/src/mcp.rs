@@ -128,6 +128,63 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
         mcp.p95()
     );
     println!("| difference | {:+.3} | |", mcp.p50() - direct.p50());
+
+    // The write paths over MCP: memory_capture stores without an embedding
+    // (the background embedder does it later), memory_remember embeds first.
+    let tool = |name: &str, arguments: serde_json::Value| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        http.post(format!("{base}/mcp"))
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    let (mut capture, mut remember) = (Samples::default(), Samples::default());
+    for i in 0..n {
+        let t = Instant::now();
+        let text = tool(
+            "memory_capture",
+            serde_json::json!({"event_type": "tool_invocation", "tool_name": "bench", "success": true,
+                               "session_id": "bench-mcp", "content": format!("bench mcp capture {i}: the build passed")}),
+        )
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        capture.push(t.elapsed(), 1.0, 1);
+        assert!(text.contains("captured"), "unexpected reply: {text}");
+        let t = Instant::now();
+        let text = tool(
+            "memory_remember",
+            serde_json::json!({"kind": "episodic", "content": format!("bench mcp remember {i}: the build passed")}),
+        )
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        remember.push(t.elapsed(), 1.0, 1);
+        assert!(text.contains("created"), "unexpected reply: {text}");
+    }
+    println!();
+    println!("| MCP write path, local model | p50 ms | p95 ms |");
+    println!("|---|---:|---:|");
+    println!(
+        "| **`memory_capture`** (stored, embedded in the background) | {:.3} | {:.3} |",
+        capture.p50(),
+        capture.p95()
+    );
+    println!(
+        "| `memory_remember` (embedded before the write) | {:.3} | {:.3} |",
+        remember.p50(),
+        remember.p95()
+    );
+    c.batch_execute("DELETE FROM engram.memories WHERE content LIKE 'bench mcp %'")
+        .await
+        .unwrap();
     c.query_one(
         "SELECT engram.revoke_token(label => 'engram-bench', owner => $1)",
         &[&owner],
