@@ -143,31 +143,27 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
     };
     let (mut capture, mut remember) = (Samples::default(), Samples::default());
     for i in 0..n {
-        let t = Instant::now();
-        let text = tool(
-            "memory_capture",
-            serde_json::json!({"event_type": "tool_invocation", "tool_name": "bench", "success": true,
-                               "session_id": "bench-mcp", "content": format!("bench mcp capture {i}: the build passed")}),
-        )
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-        capture.push(t.elapsed(), 1.0, 1);
-        assert!(text.contains("captured"), "unexpected reply: {text}");
-        let t = Instant::now();
-        let text = tool(
-            "memory_remember",
-            serde_json::json!({"kind": "episodic", "content": format!("bench mcp remember {i}: the build passed")}),
-        )
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-        remember.push(t.elapsed(), 1.0, 1);
-        assert!(text.contains("created"), "unexpected reply: {text}");
+        let calls = [
+            (
+                &mut capture,
+                "memory_capture",
+                serde_json::json!({"event_type": "tool_invocation", "tool_name": "bench", "success": true,
+                                   "session_id": "bench-mcp", "content": format!("bench mcp capture {i}: the build passed")}),
+                "captured",
+            ),
+            (
+                &mut remember,
+                "memory_remember",
+                serde_json::json!({"kind": "episodic", "content": format!("bench mcp remember {i}: the build passed")}),
+                "created",
+            ),
+        ];
+        for (samples, name, arguments, expect) in calls {
+            let t = Instant::now();
+            let text = tool(name, arguments).await.unwrap().text().await.unwrap();
+            samples.push(t.elapsed(), 1.0, 1);
+            assert!(text.contains(expect), "unexpected reply to {name}: {text}");
+        }
     }
     println!();
     println!("| MCP write path, local model | p50 ms | p95 ms |");

@@ -13,6 +13,11 @@ async fn json(c: &impl Sql, sql: &str) -> Value {
         .get(0)
 }
 
+/// The SQLSTATE and message of a call that must fail.
+async fn refused(c: &impl Sql, sql: &str) -> (String, String) {
+    sqlstate(c.query(sql, &[]).await)
+}
+
 async fn capture(c: &impl Sql, args: &str) -> (String, Option<Uuid>, Option<String>, bool) {
     let r = c
         .query_one(
@@ -37,7 +42,7 @@ async fn workspaces_are_created_listed_loaded_updated_and_archived_never_deleted
     .await;
     assert_eq!(w["name"], "api");
     assert_eq!(w["preferences"]["style"], "terse");
-    let (code, msg) = sqlstate(alice.query("SELECT engram.workspace_create(name => 'api')", &[]).await);
+    let (code, msg) = refused(&alice, "SELECT engram.workspace_create(name => 'api')").await;
     assert_eq!(code, "23505");
     assert!(msg.contains("memory_workspace_update"), "{msg}");
 
@@ -60,7 +65,7 @@ async fn workspaces_are_created_listed_loaded_updated_and_archived_never_deleted
     );
 
     // not found names the tool to use instead
-    let (code, msg) = sqlstate(alice.query("SELECT engram.workspace_load(name => 'nope')", &[]).await);
+    let (code, msg) = refused(&alice, "SELECT engram.workspace_load(name => 'nope')").await;
     assert_eq!(code, "P0002");
     assert!(
         msg.contains("Workspace \"nope\" not found. Use memory_workspace_list"),
@@ -82,11 +87,7 @@ async fn workspaces_are_created_listed_loaded_updated_and_archived_never_deleted
             .len(),
         1
     );
-    let (code, msg) = sqlstate(
-        alice
-            .query("SELECT engram.state_save(workspace => 'api', name => 's1')", &[])
-            .await,
-    );
+    let (code, msg) = refused(&alice, "SELECT engram.state_save(workspace => 'api', name => 's1')").await;
     assert_eq!(code, "55000");
     assert!(msg.contains("restore => true"), "{msg}");
     assert_eq!(
@@ -110,7 +111,7 @@ async fn workspaces_are_created_listed_loaded_updated_and_archived_never_deleted
         .await
         .unwrap()
         .is_empty());
-    let (code, _) = sqlstate(bob.query("SELECT engram.workspace_load(name => 'api')", &[]).await);
+    let (code, _) = refused(&bob, "SELECT engram.workspace_load(name => 'api')").await;
     assert_eq!(code, "P0002");
     // every write is audited
     assert_eq!(
@@ -137,7 +138,7 @@ async fn workspaces_are_created_listed_loaded_updated_and_archived_never_deleted
     let loaded = json(&alice, "SELECT engram.workspace_load(name => 'billing')").await;
     assert_eq!(loaded["slots"][0]["label"], "goal");
     assert_eq!(loaded["states"][0]["name"], "s1");
-    let (code, msg) = sqlstate(alice.query("SELECT engram.workspace_load(name => NULL)", &[]).await);
+    let (code, msg) = refused(&alice, "SELECT engram.workspace_load(name => NULL)").await;
     assert_eq!(code, "22023");
     assert!(msg.contains("name =>"), "{msg}");
 }
@@ -184,14 +185,11 @@ async fn states_are_immutable_and_their_names_are_never_reused() {
     );
 
     // the name is taken forever, archived included
-    let (code, msg) = sqlstate(
-        alice
-            .query(
-                "SELECT engram.state_save(workspace => 'api', name => 'before-lunch')",
-                &[],
-            )
-            .await,
-    );
+    let (code, msg) = refused(
+        &alice,
+        "SELECT engram.state_save(workspace => 'api', name => 'before-lunch')",
+    )
+    .await;
     assert_eq!(code, "23505");
     assert!(msg.contains("new name"), "{msg}");
     json(
@@ -204,14 +202,11 @@ async fn states_are_immutable_and_their_names_are_never_reused() {
         .await
         .unwrap()
         .is_empty());
-    let (code, _) = sqlstate(
-        alice
-            .query(
-                "SELECT engram.state_save(workspace => 'api', name => 'before-lunch')",
-                &[],
-            )
-            .await,
-    );
+    let (code, _) = refused(
+        &alice,
+        "SELECT engram.state_save(workspace => 'api', name => 'before-lunch')",
+    )
+    .await;
     assert_eq!(code, "23505");
     // archiving changed only archived_at; the content is what was saved
     let rows = alice
@@ -222,14 +217,11 @@ async fn states_are_immutable_and_their_names_are_never_reused() {
         .await
         .unwrap();
     assert_eq!((rows.len(), rows[0].get::<_, bool>(1)), (1, true));
-    let (code, msg) = sqlstate(
-        alice
-            .query(
-                "SELECT engram.state_load(workspace => 'api', name => 'after-lunch')",
-                &[],
-            )
-            .await,
-    );
+    let (code, msg) = refused(
+        &alice,
+        "SELECT engram.state_load(workspace => 'api', name => 'after-lunch')",
+    )
+    .await;
     assert_eq!(code, "P0002");
     assert!(msg.contains("memory_state_list"), "{msg}");
 }
@@ -321,7 +313,7 @@ async fn capture_follows_the_mode_policy_for_every_mode_and_event_type() {
             "22023",
         ),
     ] {
-        let (code, _) = sqlstate(alice.query(&format!("SELECT * FROM engram.capture({args})"), &[]).await);
+        let (code, _) = refused(&alice, &format!("SELECT * FROM engram.capture({args})")).await;
         assert_eq!(code, want, "{args}");
     }
     assert_eq!(count(&db, "SELECT count(*) FROM engram.events").await, written);
@@ -674,9 +666,9 @@ async fn the_context_package_never_exceeds_its_budget_and_cuts_memories_first() 
     .await;
     assert!(small["state"].is_object(), "{small}");
     assert_eq!(small["omitted"]["memories"], 12);
-    let (code, _) = sqlstate(alice.query("SELECT engram.context(budget_chars => 10)", &[]).await);
+    let (code, _) = refused(&alice, "SELECT engram.context(budget_chars => 10)").await;
     assert_eq!(code, "22023");
-    let (code, _) = sqlstate(alice.query("SELECT engram.context(mode => 'turbo')", &[]).await);
+    let (code, _) = refused(&alice, "SELECT engram.context(mode => 'turbo')").await;
     assert_eq!(code, "22023");
 }
 

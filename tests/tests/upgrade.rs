@@ -70,6 +70,37 @@ async fn catalog(c: &Client) -> Vec<String> {
         .collect()
 }
 
+/// A new database with engram `version` installed from sql/ (4-dimension embeddings).
+async fn install(version: &str) -> (String, Client) {
+    let (name, db) = empty_database().await;
+    db.batch_execute(&format!(
+        "CREATE EXTENSION engram VERSION '{version}' CASCADE;
+         SELECT engram.configure(embedding_dims => 4);"
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("install {version}: {e}"));
+    (name, db)
+}
+
+/// ALTER EXTENSION engram UPDATE to this version; fails unless the
+/// `snapshot` query reads the same before and after and the catalog equals
+/// a fresh install's.
+async fn update_keeping(old: &Client, snapshot: &str) {
+    let before: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+    old.batch_execute("ALTER EXTENSION engram UPDATE")
+        .await
+        .expect("ALTER EXTENSION engram UPDATE");
+    let version: String = old
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
+    assert_eq!(after, before, "data changed in the upgrade");
+    assert_same_catalog_as_a_fresh_install(old).await;
+}
+
 /// Fails, listing the lines that differ, when `upgraded`'s catalog is not a
 /// fresh install's.
 async fn assert_same_catalog_as_a_fresh_install(upgraded: &Client) {
@@ -87,13 +118,7 @@ async fn assert_same_catalog_as_a_fresh_install(upgraded: &Client) {
 
 #[tokio::test]
 async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
-    let (name, old) = empty_database().await;
-    old.batch_execute(
-        "CREATE EXTENSION engram VERSION '0.1.0' CASCADE;
-         SELECT engram.configure(embedding_dims => 4);",
-    )
-    .await
-    .expect("install 0.1.0");
+    let (name, old) = install("0.1.0").await;
     // A populated 0.1.0 database: memories of two owners, a ghost memory,
     // revisions, access statistics, an archived memory and tokens.
     let tea = create(
@@ -135,27 +160,13 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
                     || (SELECT count(*)::text FROM engram.audit_log)
                     || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
                     FROM engram.memories m";
-    let before: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
-
-    old.batch_execute("ALTER EXTENSION engram UPDATE")
-        .await
-        .expect("ALTER EXTENSION engram UPDATE");
-    let version: String = old
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(version, env!("CARGO_PKG_VERSION"));
-    let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
-    assert_eq!(after, before, "data changed in the upgrade");
+    update_keeping(&old, snapshot).await;
     let level: i16 = old
         .query_one("SELECT min(access_level) FROM engram.memories", &[])
         .await
         .unwrap()
         .get(0);
     assert_eq!(level, 5, "existing memories are owner-only to ghosts");
-
-    assert_same_catalog_as_a_fresh_install(&old).await;
 
     // And it works: the 0.1.0 token binds, the old rows are found, the
     // ghost memory stays in its scope.
@@ -192,13 +203,7 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
 
 #[tokio::test]
 async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
-    let (name, old) = empty_database().await;
-    old.batch_execute(
-        "CREATE EXTENSION engram VERSION '0.2.0' CASCADE;
-         SELECT engram.configure(embedding_dims => 4);",
-    )
-    .await
-    .expect("install 0.2.0");
+    let (name, old) = install("0.2.0").await;
     // A populated 0.2.0 database: memories, a revision, a slot, sharing
     // settings, a publication, a group and tokens.
     let tea = create(
@@ -238,20 +243,7 @@ async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
                     || (SELECT count(*)::text FROM engram.audit_log)
                     || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
                     FROM engram.memories m";
-    let before: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
-
-    old.batch_execute("ALTER EXTENSION engram UPDATE")
-        .await
-        .expect("ALTER EXTENSION engram UPDATE");
-    let version: String = old
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(version, env!("CARGO_PKG_VERSION"));
-    let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
-    assert_eq!(after, before, "data changed in the upgrade");
-    assert_same_catalog_as_a_fresh_install(&old).await;
+    update_keeping(&old, snapshot).await;
 
     // The 0.2.0 token binds and the new functions work on the old data.
     let app = connect_as(&name, "engram_app").await;
