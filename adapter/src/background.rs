@@ -124,49 +124,60 @@ fn plain(c: &Caller) -> bool {
 /// single embedder is the bottleneck anyway), summaries concurrently.
 pub async fn run(shared: Arc<Shared>, mut w: Worker) {
     let summarizer = w.summarizer.take().map(Arc::new);
-    while let Some(job) = w.rx.recv().await {
-        match job {
-            Job::Embed(c) => {
-                tokio::time::sleep(w.wait).await;
-                shared
-                    .background
-                    .queued
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&c.owner);
-                shared
-                    .background
-                    .seen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(c.owner.clone());
-                match drain(&shared, &c).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(owner = %c.owner, embedded = n, "embedding backlog drained"),
-                    // The rows stay in the backlog; the owner's next capture retries.
-                    Err(e) => tracing::warn!(owner = %c.owner, error = %e, "embedding backlog: will retry"),
-                }
+    while let Some(first) = w.rx.recv().await {
+        // One wait per burst: the jobs queued meanwhile run after it too.
+        tokio::time::sleep(w.wait).await;
+        let mut jobs = vec![first];
+        while let Ok(job) = w.rx.try_recv() {
+            jobs.push(job);
+        }
+        for job in jobs {
+            run_job(&shared, job, summarizer.clone()).await;
+        }
+    }
+}
+
+async fn run_job(shared: &Arc<Shared>, job: Job, summarizer: Option<Arc<Summarizer>>) {
+    match job {
+        Job::Embed(c) => {
+            shared
+                .background
+                .queued
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&c.owner);
+            shared
+                .background
+                .seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(c.owner.clone());
+            match drain(shared, &c).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(owner = %c.owner, embedded = n, "embedding backlog drained"),
+                // The rows stay in the backlog; the owner's next capture retries.
+                Err(e) => tracing::warn!(owner = %c.owner, error = %e, "embedding backlog: will retry"),
             }
-            Job::Summarize(c, session) => {
-                if let Some(s) = summarizer.clone() {
-                    let shared = shared.clone();
-                    tokio::spawn(async move {
-                        let result = summarize(&shared, &s, &c, &session).await;
-                        let key = (c.owner.clone(), session.clone());
-                        shared
-                            .background
-                            .summarizing
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&key);
-                        match result {
-                            Ok(true) => tracing::info!(owner = %c.owner, session = %session, "session summarized"),
-                            Ok(false) => {}
-                            Err(e) => tracing::warn!(owner = %c.owner, session = %session, error = %e,
+        }
+        Job::Summarize(c, session) => {
+            if let Some(s) = summarizer {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let result = summarize(&shared, &s, &c, &session).await;
+                    let key = (c.owner.clone(), session.clone());
+                    shared
+                        .background
+                        .summarizing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    match result {
+                        Ok(true) => tracing::info!(owner = %c.owner, session = %session, "session summarized"),
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(owner = %c.owner, session = %session, error = %e,
                                                      "summary not written; memory_summarize can write it"),
-                        }
-                    });
-                }
+                    }
+                });
             }
         }
     }
