@@ -124,6 +124,10 @@ SELECT pg_catalog.pg_extension_config_dump('engram.workspaces', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.states', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.events', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.misses', '');
+-- Identity sequences of dumped tables are dumped too, or a restored
+-- database would hand out ids that exist already.
+SELECT pg_catalog.pg_extension_config_dump('engram.misses_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.audit_log_id_seq', '');
 
 ALTER TABLE engram.workspaces ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.states ENABLE ROW LEVEL SECURITY;

@@ -8,20 +8,37 @@
 //! backlog in batches, bound with that owner's token like any tool call:
 //! it never reads another owner's rows. After a restart it learns of an
 //! owner's leftover backlog on the owner's first call (`note`).
+//!
+//! Fairness: a job embeds one batch and, when more is left, queues the
+//! owner again behind everyone else, so one owner's large backlog never
+//! holds up another's. Summaries run at most `SUMMARIES_AT_ONCE` at a time,
+//! and a session whose summary failed is not tried again for
+//! `SUMMARY_RETRY_AFTER`.
 
 use crate::caller::Caller;
 use crate::db::DbError;
 use crate::summarizer::Summarizer;
 use crate::tools::Shared;
 use pgvector::Vector;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 /// Rows embedded per round trip.
 const BATCH: i32 = 32;
+
+/// Summarizer requests in flight at once (each also holds a database
+/// connection for its three calls).
+const SUMMARIES_AT_ONCE: usize = 2;
+
+/// How long a session whose summary failed waits before the next try.
+const SUMMARY_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// A text the embedder refuses on its own is embedded from its first
+/// characters instead (a hosted model's input limit, say).
+const FALLBACK_CHARS: usize = 2000;
 
 enum Job {
     /// Drain this caller's backlog.
@@ -41,6 +58,8 @@ pub struct Background {
     /// (owner, session) pairs with a summary being written: captures past
     /// the threshold keep saying a summary is due until it is stored.
     summarizing: Arc<Mutex<HashSet<(String, String)>>>,
+    /// When a session's last summary attempt failed.
+    failed: Mutex<HashMap<(String, String), Instant>>,
     summarizer: bool,
 }
 
@@ -61,6 +80,7 @@ impl Background {
             queued: Mutex::new(HashSet::new()),
             seen: Mutex::new(HashSet::new()),
             summarizing: Default::default(),
+            failed: Default::default(),
             summarizer: summarizer.is_some(),
         };
         (bg, Worker { rx, wait, summarizer })
@@ -107,6 +127,15 @@ impl Background {
     pub fn summarize(&self, c: &Caller, session: &str) {
         if self.summarizer && plain(c) {
             let key = (c.owner.clone(), session.to_string());
+            let recently_failed = self
+                .failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < SUMMARY_RETRY_AFTER);
+            if recently_failed {
+                return;
+            }
             if self.summarizing.lock().unwrap_or_else(|p| p.into_inner()).insert(key) {
                 let _ = self.tx.send(Job::Summarize(c.clone(), session.to_string()));
             }
@@ -124,6 +153,7 @@ fn plain(c: &Caller) -> bool {
 /// single embedder is the bottleneck anyway), summaries concurrently.
 pub async fn run(shared: Arc<Shared>, mut w: Worker) {
     let summarizer = w.summarizer.take().map(Arc::new);
+    let slots = Arc::new(tokio::sync::Semaphore::new(SUMMARIES_AT_ONCE));
     while let Some(first) = w.rx.recv().await {
         // One wait per burst: the jobs queued meanwhile run after it too.
         tokio::time::sleep(w.wait).await;
@@ -132,12 +162,17 @@ pub async fn run(shared: Arc<Shared>, mut w: Worker) {
             jobs.push(job);
         }
         for job in jobs {
-            run_job(&shared, job, summarizer.clone()).await;
+            run_job(&shared, job, summarizer.clone(), slots.clone()).await;
         }
     }
 }
 
-async fn run_job(shared: &Arc<Shared>, job: Job, summarizer: Option<Arc<Summarizer>>) {
+async fn run_job(
+    shared: &Arc<Shared>,
+    job: Job,
+    summarizer: Option<Arc<Summarizer>>,
+    slots: Arc<tokio::sync::Semaphore>,
+) {
     match job {
         Job::Embed(c) => {
             shared
@@ -152,9 +187,16 @@ async fn run_job(shared: &Arc<Shared>, job: Job, summarizer: Option<Arc<Summariz
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(c.owner.clone());
-            match drain(shared, &c).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(owner = %c.owner, embedded = n, "embedding backlog drained"),
+            match embed_batch(shared, &c).await {
+                Ok((n, more)) => {
+                    if n > 0 {
+                        tracing::info!(owner = %c.owner, embedded = n, more, "embedding backlog batch");
+                    }
+                    if more {
+                        // behind every owner queued meanwhile
+                        shared.background.embed(&c);
+                    }
+                }
                 // The rows stay in the backlog; the owner's next capture retries.
                 Err(e) => tracing::warn!(owner = %c.owner, error = %e, "embedding backlog: will retry"),
             }
@@ -163,8 +205,19 @@ async fn run_job(shared: &Arc<Shared>, job: Job, summarizer: Option<Arc<Summariz
             if let Some(s) = summarizer {
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    let result = summarize(&shared, &s, &c, &session).await;
+                    let result = match slots.acquire_owned().await {
+                        Ok(_slot) => summarize(&shared, &s, &c, &session).await,
+                        Err(_) => return,
+                    };
                     let key = (c.owner.clone(), session.clone());
+                    if result.is_err() {
+                        shared
+                            .background
+                            .failed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(key.clone(), Instant::now());
+                    }
                     shared
                         .background
                         .summarizing
@@ -183,51 +236,63 @@ async fn run_job(shared: &Arc<Shared>, job: Job, summarizer: Option<Arc<Summariz
     }
 }
 
-/// Embeds the caller's backlog batch by batch; returns how many rows it set.
-async fn drain(shared: &Shared, c: &Caller) -> Result<usize, String> {
-    let mut total = 0;
-    loop {
-        let rows = shared
-            .db
-            .call(
-                c,
-                "SELECT id, content FROM engram.embedding_backlog(lim => $1::integer)",
-                &[&BATCH],
-            )
-            .await
-            .map_err(|e: DbError| e.message)?;
-        if rows.is_empty() {
-            return Ok(total);
-        }
-        let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
-        let texts: Vec<String> = rows.iter().map(|r| r.get(1)).collect();
-        let started = std::time::Instant::now();
-        let vectors = shared.embedder.embed_in(&c.owner, &texts).await;
-        shared.metrics.embedding(started.elapsed(), vectors.is_ok());
-        let vectors: Vec<Vector> = vectors
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(Vector::from)
-            .collect();
-        let set = shared
-            .db
-            .call(
-                c,
-                "SELECT engram.set_embeddings(ids => $1::uuid[], embeddings => $2::vector[])",
-                &[&ids, &vectors],
-            )
-            .await
-            .map_err(|e| e.message)?;
-        let n: i32 = set[0].get(0);
-        total += n as usize;
-        if rows.len() < BATCH as usize {
-            return Ok(total);
-        }
-        if n == 0 {
-            // Nothing changed (another process embedded them): stop rather than spin.
-            return Ok(total);
-        }
+/// Embeds one batch of the caller's backlog; returns how many rows it set
+/// and whether more may be left.
+async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), String> {
+    let rows = shared
+        .db
+        .call(
+            c,
+            "SELECT id, content FROM engram.embedding_backlog(lim => $1::integer)",
+            &[&BATCH],
+        )
+        .await
+        .map_err(|e: DbError| e.message)?;
+    if rows.is_empty() {
+        return Ok((0, false));
     }
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    let texts: Vec<String> = rows.iter().map(|r| r.get(1)).collect();
+    let vectors = match embed(shared, c, &texts).await {
+        Ok(v) => v,
+        // One text the embedder refuses must not block the rest for good:
+        // embed them one by one, a refused one from its first characters.
+        Err(_) => {
+            let mut one_by_one = Vec::with_capacity(texts.len());
+            for t in &texts {
+                let v = match embed(shared, c, std::slice::from_ref(t)).await {
+                    Ok(v) => v,
+                    Err(_) => embed(shared, c, &[t.chars().take(FALLBACK_CHARS).collect()]).await?,
+                };
+                one_by_one.extend(v);
+            }
+            one_by_one
+        }
+    };
+    let set = shared
+        .db
+        .call(
+            c,
+            "SELECT engram.set_embeddings(ids => $1::uuid[], embeddings => $2::vector[])",
+            &[&ids, &vectors],
+        )
+        .await
+        .map_err(|e| e.message)?;
+    let n: i32 = set[0].get(0);
+    // A full batch of which nothing changed was embedded by another
+    // process: stop rather than spin.
+    Ok((n as usize, rows.len() == BATCH as usize && n > 0))
+}
+
+async fn embed(shared: &Shared, c: &Caller, texts: &[String]) -> Result<Vec<Vector>, String> {
+    let started = Instant::now();
+    let vectors = shared.embedder.embed_in(&c.owner, texts).await;
+    shared.metrics.embedding(started.elapsed(), vectors.is_ok());
+    Ok(vectors
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(Vector::from)
+        .collect())
 }
 
 /// Writes the session's summary if one is still due; returns whether it did.

@@ -850,8 +850,13 @@ CREATE FUNCTION engram._miss(p_owner text, p_text text, p_had_embedding boolean)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     IF NOT current_setting('transaction_read_only')::boolean THEN
-        INSERT INTO engram.misses (owner, query_text, had_embedding)
-        VALUES (p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding);
+        -- A metric: a failure to record it must never fail the search.
+        BEGIN
+            INSERT INTO engram.misses (owner, query_text, had_embedding)
+            VALUES (p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'engram: search miss not recorded: %', SQLERRM;
+        END;
     END IF;
 END
 $fn$;
@@ -2098,6 +2103,27 @@ LANGUAGE sql STABLE AS $fn$
         'updated_at', w.updated_at, 'archived_at', w.archived_at)
 $fn$;
 
+-- A text list (workflows, key files, active files, next steps, tags): at
+-- most 1000 entries, no NULLs, and p_limit bytes with a separator counted
+-- per entry.
+CREATE FUNCTION engram._check_list(p_what text, p_list text[], p_limit integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_list IS NULL THEN
+        RETURN;
+    END IF;
+    IF cardinality(p_list) > 1000 THEN
+        RAISE EXCEPTION '% has % entries; the limit is 1000', p_what, cardinality(p_list)
+            USING ERRCODE = '54000';
+    END IF;
+    IF array_position(p_list, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION '% holds a NULL; pass text entries only', p_what
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_text(p_what, array_to_string(p_list, ' ') || ' ', p_limit);
+END
+$fn$;
+
 -- Size limits of the free-text fields of workspaces and states.
 CREATE FUNCTION engram._check_text(p_what text, p_value text, p_limit integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $fn$
@@ -2116,8 +2142,8 @@ BEGIN
     PERFORM engram._check_text('description', p_description, 8192);
     PERFORM engram._check_text('root_folder', p_root_folder, 4096);
     PERFORM engram._check_text('purpose', p_purpose, 8192);
-    PERFORM engram._check_text('workflows', array_to_string(p_workflows, ''), 32768);
-    PERFORM engram._check_text('key_files', array_to_string(p_key_files, ''), 32768);
+    PERFORM engram._check_list('workflows', p_workflows, 32768);
+    PERFORM engram._check_list('key_files', p_key_files, 32768);
     IF p_preferences IS NOT NULL AND jsonb_typeof(p_preferences) <> 'object' THEN
         RAISE EXCEPTION 'preferences must be a JSON object, e.g. ''{"style": "terse"}'''
             USING ERRCODE = '22023';
@@ -2260,6 +2286,13 @@ BEGIN
             RAISE EXCEPTION 'Workspace "%" already exists; pick another new_name', workspace_update.new_name
                 USING ERRCODE = '23505';
         END IF;
+        -- Slots name their workspace and move with a rename: slots already
+        -- filed under the new name would be adopted or collide.
+        IF workspace_update.new_name <> w.name AND EXISTS (
+            SELECT 1 FROM engram.slots sl WHERE sl.owner = v_owner AND sl.workspace = workspace_update.new_name) THEN
+            RAISE EXCEPTION 'slots are filed under workspace name "%"; delete them (memory_slot_list, memory_slot_delete with workspace => ''%'') or pick another new_name', workspace_update.new_name, workspace_update.new_name
+                USING ERRCODE = '23505';
+        END IF;
     END IF;
     PERFORM engram._check_workspace_fields(workspace_update.description, workspace_update.root_folder,
         workspace_update.purpose, workspace_update.workflows, workspace_update.key_files, workspace_update.preferences);
@@ -2341,22 +2374,23 @@ BEGIN
     PERFORM engram._check_text('description', state_save.description, 8192);
     PERFORM engram._check_text('conversation_context', state_save.conversation_context, 65536);
     PERFORM engram._check_text('active_task', state_save.active_task, 8192);
-    PERFORM engram._check_text('active_files', array_to_string(state_save.active_files, ''), 32768);
-    PERFORM engram._check_text('next_steps', array_to_string(state_save.next_steps, ''), 32768);
-    PERFORM engram._check_text('tags', array_to_string(state_save.tags, ''), 8192);
+    PERFORM engram._check_list('active_files', state_save.active_files, 32768);
+    PERFORM engram._check_list('next_steps', state_save.next_steps, 32768);
+    PERFORM engram._check_list('tags', state_save.tags, 8192);
     INSERT INTO engram.states AS x (owner, workspace_id, name, description, conversation_context, active_task,
                                     active_files, next_steps, tags)
     VALUES (v_owner, w.id, state_save.name, coalesce(state_save.description, ''),
             coalesce(state_save.conversation_context, ''), coalesce(state_save.active_task, ''),
-            coalesce(array_remove(state_save.active_files, NULL), '{}'), coalesce(array_remove(state_save.next_steps, NULL), '{}'),
-            coalesce(array_remove(state_save.tags, NULL), '{}'))
+            coalesce(state_save.active_files, '{}'), coalesce(state_save.next_steps, '{}'),
+            coalesce(state_save.tags, '{}'))
     ON CONFLICT ON CONSTRAINT states_workspace_id_name_key DO NOTHING
     RETURNING x.* INTO s;
     IF s.id IS NULL THEN
         RAISE EXCEPTION 'State "%" already exists in workspace "%". States are immutable and their names are never reused (archived ones included); save under a new name, e.g. "%-2"', state_save.name, w.name, state_save.name
             USING ERRCODE = '23505';
     END IF;
-    PERFORM engram._audit(v_owner, 'state_save', NULL, jsonb_build_object('workspace', w.name, 'state', s.name));
+    PERFORM engram._audit(v_owner, 'state_save', NULL,
+        jsonb_build_object('workspace', w.name, 'state', s.name, 'state_id', s.id));
     RETURN jsonb_build_object('id', s.id, 'workspace', w.name, 'name', s.name, 'created_at', s.created_at);
 END
 $fn$;
@@ -2488,6 +2522,7 @@ DECLARE
     v_content text := nullif(btrim(coalesce(capture.content, '')), '');
     v_ws      uuid;
     v_id      uuid := gen_random_uuid();
+    v_importance real := coalesce(capture.importance, 0.5);
 BEGIN
     IF capture.event_type IS NULL THEN
         RAISE EXCEPTION 'event_type is required: conversation, tool_invocation, file_read, file_write, code_approval, code_rejection, observation or summary'
@@ -2518,7 +2553,7 @@ BEGIN
         WHEN capture.event_type IN ('file_read', 'file_write') AND capture.file_path IS NOT NULL THEN
             format('%s %s', replace(capture.event_type, '_', ' '), capture.file_path)
         END);
-    PERFORM engram._check_memory(v_content, 'episodic', '{}', 'object', 2, capture.importance, 'agent', NULL);
+    PERFORM engram._check_memory(v_content, 'episodic', '{}', 'object', 2, v_importance, 'agent', NULL);
     PERFORM engram._check_vector(capture.embedding, 'embedding');
     IF capture.workspace IS NOT NULL THEN
         v_ws := (engram._workspace(v_owner, capture.workspace, true)).id;
@@ -2540,7 +2575,7 @@ BEGIN
          trust_score, session_id)
     VALUES
         (v_id, v_owner, 'episodic', v_content, sha256(convert_to(v_content, 'UTF8'::name)), sha256(uuid_send(v_id)),
-         capture.embedding, 'agent', capture.importance, engram._trust_of('agent', now(), 0, 0), capture.session_id);
+         capture.embedding, 'agent', v_importance, engram._trust_of('agent', now(), 0, 0), capture.session_id);
     INSERT INTO engram.events AS e
         (memory_id, owner, event_type, mode, session_id, workspace_id, tool_name, tool_input, tool_output,
          success, error, duration_ms, file_path, parent_event_id)
@@ -2554,8 +2589,10 @@ BEGIN
 END
 $fn$;
 
--- The oldest memories of the owner stored without an embedding: the work
--- engram-mcp's background embedder does next.
+-- The oldest of the owner's normal memories stored without an embedding:
+-- the work engram-mcp's background embedder does next. Ghost and agent
+-- memories are not in it (an internal context never reads them through
+-- this function); they are written with their embeddings.
 CREATE FUNCTION engram.embedding_backlog(owner text DEFAULT NULL, lim integer DEFAULT 64)
 RETURNS TABLE (id uuid, content text)
 LANGUAGE plpgsql STABLE AS $fn$
@@ -2564,15 +2601,16 @@ DECLARE
 BEGIN
     RETURN QUERY
     SELECT m.id, m.content FROM engram.memories m
-    WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active'
+    WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
     ORDER BY m.created_at, m.id
     LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000);
 END
 $fn$;
 
 -- Stores the embeddings of backlog rows (ids[i] gets embeddings[i]). Only
--- rows still without one change, so a repeated or racing batch is
--- harmless; returns how many rows were set.
+-- rows still in the backlog change (active, normal, without an embedding),
+-- so a repeated or racing batch is harmless; returns how many rows were
+-- set, audited as one 'embed' row with that count.
 CREATE FUNCTION engram.set_embeddings(owner text DEFAULT NULL, ids uuid[] DEFAULT NULL, embeddings vector[] DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $fn$
@@ -2595,8 +2633,12 @@ BEGIN
     END LOOP;
     UPDATE engram.memories AS m SET embedding = x.e
     FROM unnest(set_embeddings.ids, set_embeddings.embeddings) AS x(i, e)
-    WHERE m.id = x.i AND m.owner = v_owner AND m.embedding IS NULL;
+    WHERE m.id = x.i AND m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active'
+      AND m.internal_type IS NULL;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(v_owner, 'embed', NULL, jsonb_build_object('count', v_count));
+    END IF;
     RETURN v_count;
 END
 $fn$;
@@ -2679,6 +2721,10 @@ BEGIN
     IF summarize.content IS NULL OR btrim(summarize.content) = '' THEN
         RAISE EXCEPTION 'content is required: the summary of the session''s events since its last summary (engram.session_events)'
             USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM engram.events e WHERE e.owner = v_owner AND e.session_id = summarize.session_id) THEN
+        RAISE EXCEPTION 'session % has no events to summarize; capture its events first (memory_capture), or check the id with memory_sessions', summarize.session_id
+            USING ERRCODE = 'P0002';
     END IF;
     SELECT w.name INTO v_ws FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id
     WHERE e.owner = v_owner AND e.session_id = summarize.session_id AND w.status = 'active'

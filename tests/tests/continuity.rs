@@ -695,3 +695,109 @@ async fn searches_that_find_nothing_are_kept_as_misses_per_owner() {
     let (code, _) = sqlstate(alice.execute("DELETE FROM engram.misses", &[]).await);
     assert_eq!(code, "42501");
 }
+
+#[tokio::test]
+async fn the_backlog_holds_only_normal_memories_and_filling_it_is_audited() {
+    let db = TestDb::new(4).await;
+    let alice = db.agent("alice").await;
+    // an agent memory of alice's stored without an embedding (as a DBA may)
+    let agent_memory: Uuid = db
+        .admin
+        .query_one(
+            "SELECT id FROM engram.remember(owner => 'alice', content => 'agent-only note', internal_type => 'agent',
+                                            tags => engram.internal_tags('agent'))",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let (_, event, _, _) = capture(
+        &alice,
+        "event_type => 'observation', content => 'normal', session_id => 's'",
+    )
+    .await;
+    // neither the owner nor an agent context sees the agent memory in the backlog
+    let platform = db
+        .platform_agent("platform", "act_as => $2, internal_type => 'agent'", &["alice"])
+        .await;
+    for who in [&alice, &platform] {
+        let rows: Vec<Uuid> = who
+            .query("SELECT id FROM engram.embedding_backlog()", &[])
+            .await
+            .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            .unwrap_or_default();
+        assert!(!rows.contains(&agent_memory), "{rows:?}");
+    }
+    let set: i32 = alice
+        .query_one(
+            "SELECT engram.set_embeddings(ids => ARRAY[$1::uuid, $2::uuid], embeddings => ARRAY['[1,0,0,0]', '[0,1,0,0]']::vector[])",
+            &[&agent_memory, &event.unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(set, 1, "only the normal memory is filled");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'embed' AND (details ->> 'count')::int = 1"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.memories WHERE id = '{agent_memory}' AND embedding IS NULL")
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn continuity_inputs_are_checked_before_anything_is_written() {
+    let db = TestDb::new(4).await;
+    let alice = db.agent("alice").await;
+    json(&alice, "SELECT engram.workspace_create(name => 'api')").await;
+    for (sql, want) in [
+        ("SELECT engram.workspace_create(name => 'big', workflows => array_fill('x'::text, ARRAY[1001]))", "54000"),
+        ("SELECT engram.workspace_create(name => 'nul', key_files => ARRAY['a', NULL])", "22004"),
+        ("SELECT engram.state_save(workspace => 'api', name => 'big', next_steps => array_fill(''::text, ARRAY[1001]))", "54000"),
+        ("SELECT engram.state_save(workspace => 'api', name => 'long', tags => ARRAY[repeat('t', 9000)])", "54000"),
+        ("SELECT engram.summarize(session_id => 'never-seen', content => 'x')", "P0002"),
+        ("SELECT engram.context(budget_chars => NULL)", "22004"),
+    ] {
+        let (code, msg) = refused(&alice, sql).await;
+        assert_eq!(code, want, "{sql}: {msg}");
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.workspaces").await, 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.states").await, 0);
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.events").await, 0);
+    // importance may be left NULL (the default applies)
+    let (status, ..) = capture(
+        &alice,
+        "event_type => 'observation', content => 'x', session_id => 's', importance => NULL",
+    )
+    .await;
+    assert_eq!(status, "captured");
+    // a rename never adopts slots filed under the new name
+    alice
+        .query_one(
+            "SELECT engram.slot_set(label => 'p', content => 'orphan', workspace => 'next')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (code, msg) = refused(
+        &alice,
+        "SELECT engram.workspace_update(name => 'api', new_name => 'next')",
+    )
+    .await;
+    assert_eq!(code, "23505");
+    assert!(msg.contains("memory_slot_delete"), "{msg}");
+    assert_eq!(
+        json(&alice, "SELECT engram.workspace_load(name => 'api')").await["workspace"]["name"],
+        "api"
+    );
+}
