@@ -24,7 +24,7 @@ CLI = os.path.join(DIR, "node_modules", "@modelcontextprotocol", "conformance", 
 
 @pytest.fixture(scope="module", params=["session", "stateless"])
 def open_server(request, open_database):
-    with serving(open_database, *(["--stateless"] if request.param == "stateless" else [])) as base:
+    with serving(open_database, "--tools", "all", *(["--stateless"] if request.param == "stateless" else [])) as base:
         yield base
 
 

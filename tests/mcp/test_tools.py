@@ -32,6 +32,11 @@ async def test_tools_are_listed_per_request_headers(server, tokens, database):
     async with mcp_session(server, tokens["platform"]) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert set(tools) == CORE | SHARING | SLOTS | WORKSPACE | EVENTS
+        # every property is a JSON Schema object (a bare `true` schema fails strict clients)
+        for t in tools.values():
+            for schema in (t.inputSchema, t.outputSchema):
+                for name, prop in (schema or {}).get("properties", {}).items():
+                    assert isinstance(prop, dict), (t.name, name, prop)
         assert tools["memory_search"].annotations.readOnlyHint is True
         assert tools["memory_forget"].annotations.destructiveHint is True
         assert "content" in tools["memory_remember"].inputSchema["properties"]

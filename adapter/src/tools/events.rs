@@ -30,7 +30,9 @@ pub struct CaptureArgs {
     /// The workspace the event belongs to (memory_workspace_list).
     pub workspace: Option<String>,
     pub tool_name: Option<String>,
+    /// The tool's arguments (any JSON).
     pub tool_input: Option<Value>,
+    /// The tool's result (any JSON; a string shows as the output summary).
     pub tool_output: Option<Value>,
     /// Whether the tool call succeeded.
     pub success: Option<bool>,

@@ -171,6 +171,7 @@ pub struct Memory {
     pub kind: String,
     pub source: String,
     pub tags: Vec<String>,
+    /// The memory's structured data (a JSON object).
     pub metadata: Value,
     pub status: String,
     pub importance: f32,

@@ -36,6 +36,7 @@ pub struct WorkspaceUpdateArgs {
     pub purpose: Option<String>,
     pub workflows: Option<Vec<String>>,
     pub key_files: Option<Vec<String>>,
+    /// Preferences as a JSON object; replaces the stored ones.
     pub preferences: Option<Value>,
     /// Renames the workspace.
     pub new_name: Option<String>,
@@ -123,6 +124,7 @@ pub struct WorkspaceListResult {
 
 #[derive(Serialize, JsonSchema)]
 pub struct WorkspaceLoadResult {
+    /// name, description, root_folder, purpose, workflows, key_files, preferences, status, timestamps.
     pub workspace: Value,
     /// The latest states (name, description, active_task, next_steps), newest first.
     pub states: Value,
@@ -134,6 +136,7 @@ pub struct WorkspaceLoadResult {
 
 #[derive(Serialize, JsonSchema)]
 pub struct StateResult {
+    /// The state: id, workspace, name, and (when loaded) its content.
     pub state: Value,
 }
 
