@@ -2,8 +2,10 @@
 --
 -- 0.3.0 adds continuity (SPEC 9): workspaces, immutable states, captured
 -- events with the embedding backlog, sessions and summaries, the context
--- package, and search misses in stats. Data is kept: every table of 0.2.0
--- stays as it is; the new tables start empty.
+-- package, and search misses in stats; and conflict detection that gives
+-- its reasons (similar, correction, changed_value, negation), with a memory
+-- stored anyway over a correction superseding (flagging) the old one. Data
+-- is kept: every table of 0.2.0 stays as it is; the new tables start empty.
 --
 -- Built as sql/README.md says: 1. drop the previous API; 2. change the
 -- tables as the new schema.sql declares them; 3. create the new Rust
@@ -154,6 +156,21 @@ CREATE FUNCTION engram."_check_budget"(
 IMMUTABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_check_budget_wrapper';
+
+CREATE FUNCTION engram."_conflict_reasons"(
+	"new_text" TEXT, /* & str */
+	"old_text" TEXT, /* & str */
+	"similarity" real, /* f32 */
+	"threshold" real /* f32 */
+) RETURNS TEXT[] /* Vec < String > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_conflict_reasons_wrapper';
+
+CREATE FUNCTION engram."_superseding_reasons"() RETURNS TEXT[] /* Vec < String > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_superseding_reasons_wrapper';
 
 -- 4. The 0.3.0 API, from the library (engram._install_api loads it only when
 -- the library is 0.3.0; a later hop loads a later API).

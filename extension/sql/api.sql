@@ -468,6 +468,7 @@ DECLARE
     v_id        uuid;
     v_stale     boolean;
     v_conflicts jsonb;
+    v_superseded uuid[];
 BEGIN
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
         octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
@@ -502,16 +503,23 @@ BEGIN
     END IF;
 
     -- Episodic memories are events: two similar events never contradict.
+    -- Each of the five nearest memories is a conflict when engram-core's
+    -- conflict rules give a reason (similar, correction, changed_value,
+    -- negation); the reasons are returned with it.
     IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
-        SELECT jsonb_agg(jsonb_build_object('id', m.id, 'content', m.content,
-                                            'similarity', round((1 - k.distance)::numeric, 4))
-                         ORDER BY k.distance)
+        SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', c.content,
+                                            'similarity', round(c.sim::numeric, 4), 'reasons', to_jsonb(c.reasons))
+                         ORDER BY c.sim DESC)
         INTO v_conflicts
-        FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
-                             nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
-                         remember.embedding, 5) k
-        JOIN engram.memories m ON m.id = k.id
-        WHERE 1 - k.distance >= v_threshold;
+        FROM (
+            SELECT m.id, m.content, (1 - k.distance)::real AS sim,
+                   engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
+            FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
+                                 nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                             remember.embedding, 5) k
+            JOIN engram.memories m ON m.id = k.id
+        ) c
+        WHERE cardinality(c.reasons) > 0;
         IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
             RETURN QUERY SELECT 'conflict'::text, NULL::uuid, v_conflicts;
             RETURN;
@@ -519,6 +527,11 @@ BEGIN
         IF v_conflicts IS NOT NULL THEN
             v_metadata := v_metadata || jsonb_build_object('engram_forced_over',
                 (SELECT jsonb_agg(c -> 'id') FROM jsonb_array_elements(v_conflicts) c));
+            -- Stored anyway over a correction, a changed value or a
+            -- negation, the new memory supersedes those: they are flagged
+            -- below, so the newer fact ranks above the stale one.
+            v_superseded := ARRAY(SELECT (c ->> 'id')::uuid FROM jsonb_array_elements(v_conflicts) c
+                                  WHERE (c -> 'reasons') ?| engram._superseding_reasons());
         END IF;
     END IF;
 
@@ -534,6 +547,10 @@ BEGIN
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
         jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
+    IF cardinality(v_superseded) > 0 THEN
+        PERFORM engram._flag_rows(v_owner, v_superseded, 'superseded by ' || v_id,
+                                  jsonb_build_object('superseded_by', v_id));
+    END IF;
     RETURN QUERY SELECT 'created'::text, v_id, v_conflicts;
 END
 $fn$;
@@ -661,6 +678,30 @@ BEGIN
 END
 $fn$;
 
+-- Flags the owner's writable memories `p_ids` as wrong or doubtful: trust
+-- halves and staleness rises (engram-core's scoring), one audit row each.
+-- The body of engram.flag, and of remember's superseding.
+CREATE FUNCTION engram._flag_rows(p_owner text, p_ids uuid[], p_reason text, p_details jsonb) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        UPDATE engram.memories AS m SET
+            flag_count = m.flag_count + 1,
+            flagged_at = now(),
+            flag_reason = p_reason,
+            trust_score = engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
+            staleness_score = greatest(m.staleness_score,
+                engram._staleness_of(m.updated_at, m.correction_count, m.flag_count + 1))
+        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
+        RETURNING m.id, m.flag_count
+    LOOP
+        PERFORM engram._audit(p_owner, 'flag', f.id, jsonb_build_object('flag_count', f.flag_count) || p_details);
+    END LOOP;
+END
+$fn$;
+
 CREATE FUNCTION engram.flag(
     owner text DEFAULT NULL,
     id uuid DEFAULT NULL,
@@ -680,16 +721,8 @@ BEGIN
     END IF;
     r := engram._locate(v_owner, flag.id, flag.internal_type, flag.scope_tags, true);
     PERFORM engram._require_writable(r, 'flag');
-    UPDATE engram.memories AS m SET
-        flag_count = m.flag_count + 1,
-        flagged_at = now(),
-        flag_reason = flag.reason,
-        trust_score = engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
-        staleness_score = greatest(m.staleness_score,
-            engram._staleness_of(m.updated_at, m.correction_count, m.flag_count + 1))
-    WHERE m.id = r.id
-    RETURNING m.trust_score INTO v_trust;
-    PERFORM engram._audit(v_owner, 'flag', r.id, jsonb_build_object('flag_count', r.flag_count + 1));
+    PERFORM engram._flag_rows(v_owner, ARRAY[r.id], flag.reason, '{}');
+    SELECT m.trust_score INTO v_trust FROM engram.memories m WHERE m.id = r.id;
     RETURN v_trust;
 END
 $fn$;

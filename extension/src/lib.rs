@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 
 mod binding;
 mod checks;
+mod conflict;
 mod context;
 mod errors;
 mod gucs;

@@ -138,7 +138,9 @@ pub struct RememberResult {
     /// created, duplicate (an identical memory exists: id) or conflict (similar memories: see conflicts; nothing written).
     pub status: String,
     pub id: Option<String>,
-    /// [{id, content, similarity}] of similar memories.
+    /// [{id, content, similarity, reasons}]: the memories this one conflicts with, and why (similar,
+    /// correction, changed_value, negation). Stored anyway with force=true, it supersedes (flags) those
+    /// with a reason other than similar.
     pub conflicts: Option<Value>,
 }
 
@@ -503,8 +505,9 @@ impl EngramServer {
 impl EngramServer {
     #[tool(
         description = "Remember a fact (semantic), event (episodic) or procedure. Returns status created, duplicate \
-                       (an identical memory exists; its id) or conflict (similar memories exist; nothing was written: \
-                       update or forget one of them, or call again with force=true).",
+                       (an identical memory exists; its id) or conflict (memories it paraphrases or contradicts, \
+                       each with its reasons; nothing was written: update or forget one of them, or call again with \
+                       force=true, which marks the contradicted ones as superseded).",
         annotations(read_only_hint = false, destructive_hint = false)
     )]
     async fn memory_remember(

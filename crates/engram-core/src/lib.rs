@@ -6,6 +6,7 @@
 //! uses the same code to validate arguments before a round trip. Everything
 //! here is deterministic and unit-tested with plain `cargo test`.
 
+pub mod conflict;
 pub mod context;
 pub mod cursor;
 pub mod error;

@@ -1,0 +1,216 @@
+//! Conflict detection measured on a labelled set (issue 9), through
+//! `engram.remember` with the real local model (all-MiniLM-L6-v2, unpacked
+//! by scripts/setup): for each pair, the old fact is stored, then the new
+//! one; a contradiction must come back as `conflict`, a compatible fact on
+//! the same subject must not. Then every contradiction is stored anyway
+//! (force), and the newer fact must rank above the one it superseded for
+//! the pair's question. Prints precision and recall per reason.
+//!
+//! The pairs are in tests/data/conflicts.json: `dev` pairs were used to
+//! choose the rules in engram-core's `conflict`, `held_out` pairs were not.
+
+use engram_embed::local::LocalEmbedder;
+use engram_embed::Embedder;
+use engram_tests::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+const LABELS: [&str; 3] = ["contradictions", "paraphrases", "compatible"];
+const REASONS: [&str; 4] = ["similar", "correction", "changed_value", "negation"];
+
+fn model_dir() -> PathBuf {
+    PathBuf::from(
+        std::env::var("ENGRAM_MODEL_DIR")
+            .unwrap_or_else(|_| format!("{}/../.engram/models/all-MiniLM-L6-v2", env!("CARGO_MANIFEST_DIR"))),
+    )
+}
+
+struct Outcome {
+    split: String,
+    label: &'static str,
+    old: String,
+    new: String,
+    similarity: f64,
+    reasons: Vec<String>,
+}
+
+async fn embed(model: &LocalEmbedder, text: &str) -> String {
+    vec_text(&model.embed(&[text.to_string()]).await.expect("embed").remove(0))
+}
+
+#[tokio::test]
+async fn conflicts_on_the_labelled_set() {
+    let data: Value = serde_json::from_str(include_str!("../data/conflicts.json")).unwrap();
+    let model = LocalEmbedder::load(&model_dir()).expect("run scripts/setup to unpack the local model");
+    let db = TestDb::new(384).await;
+    let remember = "SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2,
+                        embedding => $3::text::vector, force => $4)";
+    let mut outcomes = Vec::new();
+    let mut ranked = (0, 0);
+    for (split, sets) in data.as_object().unwrap().iter().filter(|(k, _)| *k != "about") {
+        for label in LABELS {
+            for (i, pair) in sets[label].as_array().unwrap().iter().enumerate() {
+                let owner = format!("{split}-{label}-{i}");
+                let (old, new) = (pair["old"].as_str().unwrap(), pair["new"].as_str().unwrap());
+                let (old_vec, new_vec) = (embed(&model, old).await, embed(&model, new).await);
+                let first = db
+                    .admin
+                    .query_one(remember, &[&owner, &old, &old_vec, &false])
+                    .await
+                    .unwrap();
+                assert_eq!(first.get::<_, String>(0), "created");
+                let old_id: Uuid = first.get(1);
+                let second = db
+                    .admin
+                    .query_one(remember, &[&owner, &new, &new_vec, &false])
+                    .await
+                    .unwrap();
+                let status: String = second.get(0);
+                let conflicts: Option<Value> = second.get(2);
+                let mine = conflicts
+                    .iter()
+                    .flat_map(|c| c.as_array().unwrap().iter())
+                    .find(|c| c["id"].as_str() == Some(old_id.to_string().as_str()));
+                let reasons: Vec<String> = mine
+                    .map(|c| {
+                        c["reasons"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|r| r.as_str().unwrap().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                assert_eq!(
+                    status == "conflict",
+                    !reasons.is_empty(),
+                    "{old} / {new}: {status} {conflicts:?}"
+                );
+                let similarity = db
+                    .admin
+                    .query_one(
+                        "SELECT 1 - ($1::text::vector <=> $2::text::vector)",
+                        &[&old_vec, &new_vec],
+                    )
+                    .await
+                    .unwrap()
+                    .get::<_, f64>(0);
+                // A contradiction stored anyway supersedes the old fact.
+                if label == "contradictions" {
+                    let forced = db
+                        .admin
+                        .query_one(remember, &[&owner, &new, &new_vec, &true])
+                        .await
+                        .unwrap();
+                    let new_id: Uuid = forced.get(1);
+                    let question = embed(&model, pair["question"].as_str().unwrap()).await;
+                    let order: Vec<Uuid> = db
+                        .admin
+                        .query(
+                            "SELECT id FROM engram.search(owner => $1, query_embedding => $2::text::vector, k => 2)",
+                            &[&owner, &question],
+                        )
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    ranked.1 += 1;
+                    if order.first() == Some(&new_id) {
+                        ranked.0 += 1;
+                    } else {
+                        eprintln!(
+                            "stale fact ranks first: {old:?} over {new:?} (flagged: {})",
+                            !reasons.is_empty()
+                        );
+                    }
+                }
+                outcomes.push(Outcome {
+                    split: split.clone(),
+                    label,
+                    old: old.into(),
+                    new: new.into(),
+                    similarity,
+                    reasons,
+                });
+            }
+        }
+    }
+
+    // The report: every pair, then precision and recall per reason.
+    eprintln!("\n| split | label | cosine | reasons | old → new |\n|---|---|---:|---|---|");
+    for o in &outcomes {
+        eprintln!(
+            "| {} | {} | {:.2} | {} | {} → {} |",
+            o.split,
+            o.label,
+            o.similarity,
+            o.reasons.join(", "),
+            o.old,
+            o.new
+        );
+    }
+    let count = |split: &str, label: &str, pred: &dyn Fn(&Outcome) -> bool| {
+        outcomes
+            .iter()
+            .filter(|o| o.split == split && o.label == label && pred(o))
+            .count()
+    };
+    eprintln!("\n| split | signal | contradictions found (recall) | flags that are contradictions (precision) | paraphrases flagged | compatible flagged |\n|---|---|---:|---:|---:|---:|");
+    let mut by_split = BTreeMap::new();
+    for split in ["dev", "held_out"] {
+        let total = count(split, "contradictions", &|_| true);
+        for signal in REASONS.iter().copied().chain(["any"]) {
+            let hit = |o: &Outcome| {
+                if signal == "any" {
+                    !o.reasons.is_empty()
+                } else {
+                    o.reasons.iter().any(|r| r == signal)
+                }
+            };
+            let (tp, para, compat) = (
+                count(split, "contradictions", &hit),
+                count(split, "paraphrases", &hit),
+                count(split, "compatible", &hit),
+            );
+            // A paraphrase flagged is a near-duplicate: wanted, and not
+            // counted against precision; a compatible fact flagged is.
+            let precision = if tp + compat == 0 {
+                1.0
+            } else {
+                tp as f64 / (tp + compat) as f64
+            };
+            eprintln!(
+                "| {split} | {signal} | {tp}/{total} ({:.2}) | {precision:.2} | {para}/{} | {compat}/{} |",
+                tp as f64 / total as f64,
+                count(split, "paraphrases", &|_| true),
+                count(split, "compatible", &|_| true)
+            );
+            if signal == "any" {
+                by_split.insert(split, (tp, total, compat));
+            }
+        }
+    }
+    eprintln!(
+        "\nnewer fact ranked first after a forced store: {}/{}",
+        ranked.0, ranked.1
+    );
+
+    // The goals of issue 9.
+    let (tp, total, _) = by_split["held_out"];
+    assert!(
+        tp * 7 >= 6 * total,
+        "held-out contradictions flagged: {tp}/{total}; the goal is at least 6 of 7"
+    );
+    for split in ["dev", "held_out"] {
+        let (_, _, compat) = by_split[split];
+        assert_eq!(compat, 0, "{split}: compatible facts on the same subject were flagged");
+    }
+    assert!(
+        ranked.0 * 10 >= ranked.1 * 9,
+        "newer fact first in {}/{} cases",
+        ranked.0,
+        ranked.1
+    );
+}
