@@ -35,6 +35,19 @@ struct Outcome {
     reasons: Vec<String>,
 }
 
+/// The best hit for a query vector (text form) among an owner's memories: search
+/// ranks its k nearest by score (trust, staleness), so ask for more than one.
+async fn first_hit(db: &TestDb, owner: &str, query: &str) -> Uuid {
+    db.admin
+        .query_one(
+            "SELECT id FROM engram.search(owner => $1, query_embedding => $2::text::vector, k => 10) LIMIT 1",
+            &[&owner, &query],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 async fn embed(model: &LocalEmbedder, text: &str) -> String {
     vec_text(&model.embed(&[text.to_string()]).await.expect("embed").remove(0))
 }
@@ -47,7 +60,9 @@ async fn conflicts_on_the_labelled_set() {
     let remember = "SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2,
                         embedding => $3::text::vector, force => $4)";
     let mut outcomes = Vec::new();
-    let mut ranked = (0, 0);
+    // (newer first with superseding, newer first without it, pairs)
+    let mut ranked = (0, 0, 0);
+    let flagged_by = "SELECT flag_count, flag_reason FROM engram.memories WHERE id = $1";
     for (split, sets) in data.as_object().unwrap().iter().filter(|(k, _)| *k != "about") {
         for label in LABELS {
             for (i, pair) in sets[label].as_array().unwrap().iter().enumerate() {
@@ -96,34 +111,45 @@ async fn conflicts_on_the_labelled_set() {
                     .await
                     .unwrap()
                     .get::<_, f64>(0);
-                // A contradiction stored anyway supersedes the old fact.
-                if label == "contradictions" {
+                // Stored anyway, a memory supersedes (flags) what it corrects,
+                // and only that: never a paraphrase it merely resembles.
+                if label != "compatible" {
                     let forced = db
                         .admin
                         .query_one(remember, &[&owner, &new, &new_vec, &true])
                         .await
                         .unwrap();
                     let new_id: Uuid = forced.get(1);
-                    let question = embed(&model, pair["question"].as_str().unwrap()).await;
-                    let order: Vec<Uuid> = db
-                        .admin
-                        .query(
-                            "SELECT id FROM engram.search(owner => $1, query_embedding => $2::text::vector, k => 2)",
-                            &[&owner, &question],
-                        )
-                        .await
-                        .unwrap()
-                        .iter()
-                        .map(|r| r.get(0))
-                        .collect();
-                    ranked.1 += 1;
-                    if order.first() == Some(&new_id) {
-                        ranked.0 += 1;
-                    } else {
-                        eprintln!(
-                            "stale fact ranks first: {old:?} over {new:?} (flagged: {})",
-                            !reasons.is_empty()
-                        );
+                    let r = db.admin.query_one(flagged_by, &[&old_id]).await.unwrap();
+                    let (flags, flag_reason): (i32, Option<String>) = (r.get(0), r.get(1));
+                    let supersedes = reasons.iter().any(|r| r != "similar");
+                    assert_eq!(flags, i32::from(supersedes), "{old} / {new}: {reasons:?}");
+                    if supersedes {
+                        assert_eq!(flag_reason, Some(format!("superseded by {new_id}")));
+                    }
+                    if label == "contradictions" {
+                        let question = embed(&model, pair["question"].as_str().unwrap()).await;
+                        ranked.2 += 1;
+                        if first_hit(&db, &owner, &question).await == new_id {
+                            ranked.0 += 1;
+                        } else {
+                            eprintln!("stale fact ranks first: {old:?} over {new:?} (reasons: {reasons:?})");
+                        }
+                        // The control: the same two facts as events, which
+                        // never conflict, so nothing is superseded.
+                        let control = format!("{owner}-control");
+                        let episodic = "SELECT id FROM engram.remember(owner => $1, content => $2,
+                                            embedding => $3::text::vector, kind => 'episodic')";
+                        db.admin.query_one(episodic, &[&control, &old, &old_vec]).await.unwrap();
+                        let control_new: Uuid = db
+                            .admin
+                            .query_one(episodic, &[&control, &new, &new_vec])
+                            .await
+                            .unwrap()
+                            .get(0);
+                        if first_hit(&db, &control, &question).await == control_new {
+                            ranked.1 += 1;
+                        }
                     }
                 }
                 outcomes.push(Outcome {
@@ -159,7 +185,7 @@ async fn conflicts_on_the_labelled_set() {
     };
     eprintln!("\n| split | signal | contradictions found (recall) | flags that are contradictions (precision) | paraphrases flagged | compatible flagged |\n|---|---|---:|---:|---:|---:|");
     let mut by_split = BTreeMap::new();
-    for split in ["dev", "held_out"] {
+    for split in ["dev", "held_out", "blind"] {
         let total = count(split, "contradictions", &|_| true);
         for signal in REASONS.iter().copied().chain(["any"]) {
             let hit = |o: &Outcome| {
@@ -193,8 +219,8 @@ async fn conflicts_on_the_labelled_set() {
         }
     }
     eprintln!(
-        "\nnewer fact ranked first after a forced store: {}/{}",
-        ranked.0, ranked.1
+        "\nnewer fact ranked first after a forced store: {}/{} (as events, without superseding: {}/{})",
+        ranked.0, ranked.2, ranked.1, ranked.2
     );
 
     // The goals of issue 9.
@@ -207,10 +233,19 @@ async fn conflicts_on_the_labelled_set() {
         let (_, _, compat) = by_split[split];
         assert_eq!(compat, 0, "{split}: compatible facts on the same subject were flagged");
     }
+    // The blind pairs, as first measured (docs/BENCHMARKS.md): all seven
+    // contradictions, and one compatible pair flagged ("Windows 11" against
+    // "32 GB": numbers of different units). Held here so that it cannot
+    // get worse unnoticed; the goal (none) is not met on them.
+    let (tp, total, compat) = by_split["blind"];
     assert!(
-        ranked.0 * 10 >= ranked.1 * 9,
+        tp * 7 >= 6 * total && compat <= 1,
+        "blind: {tp}/{total} contradictions, {compat} compatible flagged"
+    );
+    assert!(
+        ranked.0 * 10 >= ranked.2 * 9,
         "newer fact first in {}/{} cases",
         ranked.0,
-        ranked.1
+        ranked.2
     );
 }

@@ -34,9 +34,6 @@ pub const VALUE_FLOOR: f32 = 0.5;
 /// Share of the shorter text's subject words the other must contain for a
 /// changed value or a negation.
 pub const SAME_STATEMENT: f32 = 0.6;
-/// Candidates below this cosine are never conflicts (the SQL side fetches
-/// the nearest memories at or above min(threshold, CANDIDATE_FLOOR)).
-pub const CANDIDATE_FLOOR: f32 = CUE_FLOOR;
 
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "to", "of", "in", "on", "at", "for",
@@ -47,34 +44,59 @@ const STOPWORDS: &[&str] = &[
     "who", "when", "where", "how", "why", "use", "uses", "used", "using",
 ];
 
-/// Words and phrases by which a statement announces that it replaces an
-/// earlier one.
-const CUES: &[&str] = &[
+/// Words by which a statement announces that it replaces an earlier one,
+/// with their inflections: one shared subject word is enough.
+const STRONG_CUES: &[&str] = &[
+    "move",
     "moved",
+    "moves",
+    "moving",
+    "change",
     "changed",
-    "no longer",
-    "now",
-    "update:",
-    "updated",
-    "correction",
-    "actually",
-    "instead",
-    "switched",
+    "changes",
+    "changing",
+    "rename",
     "renamed",
+    "reschedule",
     "rescheduled",
+    "postpone",
     "postponed",
+    "replace",
     "replaced",
-    "anymore",
+    "replaces",
+    "switch",
+    "switched",
+    "switches",
+    "reassign",
+    "reassigned",
+    "upgrade",
+    "upgraded",
+    "downgrade",
+    "downgraded",
+    "migrate",
+    "migrated",
+    "cancel",
     "cancelled",
     "canceled",
-    "from now on",
-    "as of",
-    "starting",
-    "new",
+    "correction",
+    "corrected",
+    "update",
+    "updated",
+    "actually",
+    "instead",
+    "anymore",
     "wrong",
 ];
 
-const NEGATIONS: &[&str] = &["not", "no", "never", "none", "nobody", "nothing", "cannot", "without"];
+/// Phrases that announce a replacement.
+const CUE_PHRASES: &[&str] = &["no longer", "from now on", "as of"];
+
+/// Words that often announce a replacement but also appear in plain
+/// statements: they need two shared subject words, and "new" counts only
+/// before one of them ("the new office", not "two new engineers").
+const WEAK_CUES: &[&str] = &["now", "new", "starting"];
+
+const NEGATIONS: &[&str] = &["not", "no", "never", "none", "nobody", "nothing", "cannot"];
 
 const WEEKDAYS_MONTHS: &[&str] = &[
     "monday",
@@ -88,7 +110,6 @@ const WEEKDAYS_MONTHS: &[&str] = &[
     "february",
     "march",
     "april",
-    "may",
     "june",
     "july",
     "august",
@@ -172,11 +193,7 @@ fn stem(w: &str) -> String {
 }
 
 fn is_value(w: &str) -> bool {
-    w.chars().any(|c| c.is_ascii_digit()) && !is_id(w)
-        || WEEKDAYS_MONTHS.contains(&w)
-        || NUMBER_WORDS.contains(&w)
-        || w == "am"
-        || w == "pm"
+    w.chars().any(|c| c.is_ascii_digit()) && !is_id(w) || WEEKDAYS_MONTHS.contains(&w) || NUMBER_WORDS.contains(&w)
 }
 
 /// Ticket ids and the like: letters and digits joined by a dash
@@ -199,7 +216,7 @@ fn kind(w: &str) -> Kind {
         w.strip_suffix(suffix)
             .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
     };
-    if w.contains(':') || w == "am" || w == "pm" || digits_then("am") || digits_then("pm") {
+    if w.contains(':') || digits_then("am") || digits_then("pm") {
         Kind::Time
     } else if WEEKDAYS_MONTHS.contains(&w) {
         Kind::Date
@@ -208,7 +225,41 @@ fn kind(w: &str) -> Kind {
     }
 }
 
+/// One spelling per value: "9am", "9:00" and "09:00am" are 9:00, "9pm" is
+/// 21:00, "nine" is 9.
+fn normalise(w: &str) -> String {
+    if let Some(i) = NUMBER_WORDS.iter().position(|n| *n == w) {
+        return match i {
+            0..=12 => i.to_string(),
+            13 => "20".into(),
+            14 => "30".into(),
+            15 => "40".into(),
+            16 => "50".into(),
+            17 => "100".into(),
+            18 => "1000".into(),
+            _ => "1000000".into(),
+        };
+    }
+    let (body, pm) = match (w.strip_suffix("pm"), w.strip_suffix("am")) {
+        (Some(b), _) => (b, true),
+        (None, Some(b)) => (b, false),
+        _ => (w, false),
+    };
+    if kind(w) != Kind::Time {
+        return w.to_string();
+    }
+    let mut parts = body.splitn(2, ':');
+    let hour: u32 = match parts.next().and_then(|h| h.parse().ok()) {
+        Some(h) => h,
+        None => return w.to_string(),
+    };
+    let minutes = parts.next().unwrap_or("00");
+    let hour = if pm && hour < 12 { hour + 12 } else { hour };
+    format!("{hour}:{minutes}")
+}
+
 struct Parsed {
+    words: Vec<String>,
     subject: BTreeSet<String>,
     values: BTreeSet<(Kind, String)>,
     negated: bool,
@@ -224,12 +275,17 @@ fn parse(text: &str) -> Parsed {
         if NEGATIONS.contains(&w.as_str()) || w.ends_with("n't") {
             negated = true;
         } else if is_value(w) {
-            values.insert((kind(w), w.clone()));
-        } else if !STOPWORDS.contains(&w.as_str()) && !CUES.contains(&w.as_str()) && w.len() >= 3 {
+            values.insert((kind(w), normalise(w)));
+        } else if !STOPWORDS.contains(&w.as_str())
+            && !STRONG_CUES.contains(&w.as_str())
+            && !WEAK_CUES.contains(&w.as_str())
+            && w.len() >= 3
+        {
             subject.insert(stem(w));
         }
     }
     Parsed {
+        words: ws.clone(),
         subject,
         values,
         negated,
@@ -237,15 +293,31 @@ fn parse(text: &str) -> Parsed {
     }
 }
 
-fn has_cue(p: &Parsed, text: &str) -> bool {
-    let lower = text.to_lowercase();
-    CUES.iter().any(|c| {
-        if c.ends_with(':') {
-            lower.contains(c)
-        } else {
-            p.lower.contains(&format!(" {c} "))
-        }
-    })
+/// The strongest correction cue in a text.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Cue {
+    None,
+    Weak,
+    Strong,
+}
+
+fn cue(p: &Parsed, shared: &BTreeSet<&String>) -> Cue {
+    let has = |list: &[&str]| list.iter().any(|c| p.lower.contains(&format!(" {c} ")));
+    let new_shared = p
+        .words
+        .windows(2)
+        .any(|w| w[0] == "new" && shared.contains(&stem(&w[1])));
+    let weak = WEAK_CUES
+        .iter()
+        .filter(|c| **c != "new")
+        .any(|c| p.lower.contains(&format!(" {c} ")));
+    if has(STRONG_CUES) || has(CUE_PHRASES) || new_shared {
+        Cue::Strong
+    } else if weak {
+        Cue::Weak
+    } else {
+        Cue::None
+    }
 }
 
 /// The reasons `new_text` conflicts with `old_text`, given their cosine
@@ -256,10 +328,18 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
         out.push(Reason::Similar);
     }
     let (n, o) = (parse(new_text), parse(old_text));
-    let shared = n.subject.intersection(&o.subject).count();
+    let shared_words: BTreeSet<&String> = n.subject.intersection(&o.subject).collect();
+    let shared = shared_words.len();
     let smaller = n.subject.len().min(o.subject.len()).max(1);
-    let same_statement = shared as f32 / smaller as f32 >= SAME_STATEMENT;
-    if cosine >= CUE_FLOOR && shared >= 1 && has_cue(&n, new_text) && !has_cue(&o, old_text) {
+    // The same statement: two subject words or more in common, and most of
+    // the shorter text's.
+    let same_statement = shared >= 2 && shared as f32 / smaller as f32 >= SAME_STATEMENT;
+    let needed = match cue(&n, &shared_words) {
+        Cue::Strong => 1,
+        Cue::Weak => 2,
+        Cue::None => usize::MAX,
+    };
+    if cosine >= CUE_FLOOR && shared >= needed {
         out.push(Reason::Correction);
     }
     // Values of a kind both state, and that differ.
@@ -270,9 +350,11 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
             .map(|(_, v)| v.clone())
             .collect()
     };
+    // A value changed when each side states one of a kind that the other
+    // lacks: added detail ("Friday" -> "Friday evening") is not a change.
     let changed = [Kind::Time, Kind::Date, Kind::Number].into_iter().any(|k| {
         let (a, b) = (of(&n, k), of(&o, k));
-        !a.is_empty() && !b.is_empty() && a != b
+        !a.is_subset(&b) && !b.is_subset(&a)
     });
     if cosine >= VALUE_FLOOR && same_statement && changed {
         out.push(Reason::ChangedValue);
@@ -295,10 +377,27 @@ mod tests {
     fn a_correction_cue_on_the_same_subject_is_a_conflict() {
         assert_eq!(
             names("The standup moved to 10:00", "The standup is at 9:00", 0.7),
-            ["correction", "changed_value"]
+            ["correction"]
         );
         assert_eq!(
             names("Correction: Alice drinks black coffee", "Alice drinks green tea", 0.6),
+            ["correction"]
+        );
+        // weak cues need the same statement; "new" only before a shared word
+        assert!(names(
+            "Maria hired two new engineers for the payments team",
+            "Maria leads the payments team",
+            0.6
+        )
+        .is_empty());
+        assert_eq!(
+            names("The new office is in Paris", "The office is in Lyon", 0.64),
+            ["correction"]
+        );
+        assert!(names("Alice drinks coffee without sugar", "Alice drinks coffee", 0.8).is_empty());
+        // a correction of a correction is one too
+        assert_eq!(
+            names("Actually the office moved to Berlin", "The new office is in Paris", 0.6),
             ["correction"]
         );
         // the cue alone, on another subject, is not
@@ -322,9 +421,35 @@ mod tests {
         // a time and a room number are different kinds of value
         assert!(names("The daily standup is in room 4", "The daily standup is at 9:00", 0.65).is_empty());
         assert_eq!(
-            names("Dinner is on Saturday at 8pm", "Dinner is on Friday at 7pm", 0.8),
+            names(
+                "Dinner with the client is on Saturday at 8pm",
+                "Dinner with the client is on Friday at 7pm",
+                0.8
+            ),
             ["changed_value"]
         );
+        // one time, spelled two ways; added detail; "am" as a verb
+        assert!(names("The daily standup is at 9am", "The daily standup is at 9:00", 0.8).is_empty());
+        assert!(names(
+            "Dinner with the client is on Friday evening",
+            "Dinner with the client is on Friday",
+            0.8
+        )
+        .is_empty());
+        assert!(names(
+            "The billing API listens on port 8080 with 4 workers",
+            "The billing API listens on port 8080",
+            0.8
+        )
+        .is_empty());
+        assert!(names(
+            "I am running the daily standup at 9am",
+            "The daily standup is at 9am",
+            0.8
+        )
+        .is_empty());
+        assert_eq!(normalise("9pm"), "21:00");
+        assert_eq!(normalise("nine"), "9");
     }
 
     #[test]
