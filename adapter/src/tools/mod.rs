@@ -313,13 +313,26 @@ impl EngramServer {
         params: &[&(dyn ToSql + Sync)],
         shape: impl FnOnce(Vec<Row>) -> Result<T, String>,
     ) -> Result<T, String> {
+        self.sql_about(parts, None, sql, params, shape).await
+    }
+
+    /// As `sql`, for a call about one memory: a not-found error names it
+    /// and the tools that find memory ids.
+    async fn sql_about<T>(
+        &self,
+        parts: &Parts,
+        memory: Option<&str>,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        shape: impl FnOnce(Vec<Row>) -> Result<T, String>,
+    ) -> Result<T, String> {
         let c = caller(parts)?;
         let rows = self
             .shared
             .db
             .call(&c, sql, params)
             .await
-            .map_err(|e| db_error(e, None))?;
+            .map_err(|e| db_error(e, memory))?;
         shape(rows)
     }
 }

@@ -122,22 +122,15 @@ impl EngramServer {
         Parameters(a): Parameters<PublishArgs>,
     ) -> Result<Json<PublishResult>, String> {
         self.run("memory_publish", async {
-            let c = caller(&parts)?;
             let uuid = parse_id(&a.id)?;
-            let rows = self
-                .shared
-                .db
-                .call(
-                    &c,
-                    "SELECT engram.publish(id => $1, space => $2, group_id => $3)::text",
-                    &[&uuid, &a.space, &a.group],
-                )
-                .await
-                .map_err(|e| db_error(e, Some(&a.id)))?;
-            Ok(PublishResult {
-                id: uuid.to_string(),
-                publication_id: rows[0].get(0),
+            let sql = "SELECT engram.publish(id => $1, space => $2, group_id => $3)::text";
+            self.sql_about(&parts, Some(&a.id), sql, &[&uuid, &a.space, &a.group], |rows| {
+                Ok(PublishResult {
+                    id: uuid.to_string(),
+                    publication_id: rows[0].get(0),
+                })
             })
+            .await
         })
         .await
     }
@@ -152,22 +145,15 @@ impl EngramServer {
         Parameters(a): Parameters<PublishArgs>,
     ) -> Result<Json<UnpublishResult>, String> {
         self.run("memory_unpublish", async {
-            let c = caller(&parts)?;
             let uuid = parse_id(&a.id)?;
-            let rows = self
-                .shared
-                .db
-                .call(
-                    &c,
-                    "SELECT engram.unpublish(id => $1, space => $2, group_id => $3)",
-                    &[&uuid, &a.space, &a.group],
-                )
-                .await
-                .map_err(|e| db_error(e, Some(&a.id)))?;
-            Ok(UnpublishResult {
-                id: uuid.to_string(),
-                unpublished: rows[0].get(0),
+            let sql = "SELECT engram.unpublish(id => $1, space => $2, group_id => $3)";
+            self.sql_about(&parts, Some(&a.id), sql, &[&uuid, &a.space, &a.group], |rows| {
+                Ok(UnpublishResult {
+                    id: uuid.to_string(),
+                    unpublished: rows[0].get(0),
+                })
             })
+            .await
         })
         .await
     }
