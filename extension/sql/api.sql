@@ -1948,18 +1948,38 @@ $fn$;
 -- slots (agentmemory, SPEC 9)
 ---------------------------------------------------------------------------
 
+-- A required name (a slot label, a workspace or state name, a session
+-- id): 1 to 200 bytes, not blank; the message shows an example value.
+CREATE FUNCTION engram._check_name(p_what text, p_name text, p_example text DEFAULT 'my-project') RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_name IS NULL OR btrim(p_name) = '' OR octet_length(p_name) > 200 THEN
+        RAISE EXCEPTION '% is required (1 to 200 bytes), e.g. % => ''%''', p_what, p_what, p_example
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
 CREATE FUNCTION engram._check_slot(p_label text, p_workspace text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
-    IF p_label IS NULL OR btrim(p_label) = '' OR octet_length(p_label) > 200 THEN
-        RAISE EXCEPTION 'label is required (1 to 200 bytes), e.g. label => ''persona'''
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM engram._check_name('label', p_label, 'persona');
     IF p_workspace IS NOT NULL AND (btrim(p_workspace) = '' OR octet_length(p_workspace) > 200) THEN
         RAISE EXCEPTION 'workspace must be 1 to 200 bytes, or NULL for a global slot'
             USING ERRCODE = '22023';
     END IF;
 END
+$fn$;
+
+-- The slots visible in a workspace: its own, and the global ones
+-- (workspace '') it does not shadow; NULL: the global ones. The one place
+-- the shadowing rule lives (slot_get, slot_list, the context package).
+CREATE FUNCTION engram._visible_slots(p_owner text, p_workspace text) RETURNS SETOF engram.slots
+LANGUAGE sql STABLE AS $fn$
+    SELECT DISTINCT ON (s.label) s.*
+    FROM engram.slots s
+    WHERE s.owner = p_owner AND s.workspace IN (coalesce(p_workspace, ''), '')
+    ORDER BY s.label, s.workspace DESC   -- the workspace's ('' sorts first) shadows the global one
 $fn$;
 
 -- A slot's content must fit its limit; the message says by how much.
@@ -2042,10 +2062,8 @@ DECLARE
     v_content text;
 BEGIN
     PERFORM engram._check_slot(slot_get.label, slot_get.workspace);
-    SELECT s.content INTO v_content FROM engram.slots s
-    WHERE s.owner = v_owner AND s.label = slot_get.label AND s.workspace IN (coalesce(slot_get.workspace, ''), '')
-    ORDER BY s.workspace DESC   -- the workspace's ('' sorts first) shadows the global one
-    LIMIT 1;
+    SELECT v.content INTO v_content FROM engram._visible_slots(v_owner, slot_get.workspace) v
+    WHERE v.label = slot_get.label;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'slot % not found; use engram.slot_list to see your slots, or engram.slot_set to create it', slot_get.label
             USING ERRCODE = 'P0002';
@@ -2066,11 +2084,9 @@ BEGIN
         PERFORM engram._check_slot('x', slot_list.workspace);
     END IF;
     RETURN QUERY
-    SELECT DISTINCT ON (s.label) s.label, nullif(s.workspace, ''), s.content, char_length(s.content), s.size_limit,
-           s.pinned, s.updated_at
-    FROM engram.slots s
-    WHERE s.owner = v_owner AND s.workspace IN (coalesce(slot_list.workspace, ''), '')
-    ORDER BY s.label, s.workspace DESC;
+    SELECT v.label, nullif(v.workspace, ''), v.content, char_length(v.content), v.size_limit, v.pinned, v.updated_at
+    FROM engram._visible_slots(v_owner, slot_list.workspace) v
+    ORDER BY v.label;
 END
 $fn$;
 
@@ -2094,17 +2110,6 @@ $fn$;
 ---------------------------------------------------------------------------
 -- continuity: workspaces and states (Nexus, SPEC 9)
 ---------------------------------------------------------------------------
-
--- A name of a workspace or a state: 1 to 200 bytes.
-CREATE FUNCTION engram._check_name(p_what text, p_name text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-BEGIN
-    IF p_name IS NULL OR btrim(p_name) = '' OR octet_length(p_name) > 200 THEN
-        RAISE EXCEPTION '% is required (1 to 200 bytes), e.g. % => ''my-project''', p_what, p_what
-            USING ERRCODE = '22023';
-    END IF;
-END
-$fn$;
 
 -- One of the owner's workspaces by name; for a write it must be active.
 -- The error names the tool (and the SQL function) to use instead.
@@ -2235,24 +2240,19 @@ END
 $fn$;
 
 -- The lean sessions of an owner (of one workspace, when given), latest first.
-CREATE FUNCTION engram._sessions(p_owner text, p_workspace uuid, p_limit integer) RETURNS jsonb
+CREATE FUNCTION engram._sessions(p_owner text, p_workspace uuid, p_limit integer)
+RETURNS TABLE (session_id text, workspace text, first_event_at timestamptz, last_event_at timestamptz,
+               events bigint, summaries bigint, last_summary_at timestamptz)
 LANGUAGE sql STABLE AS $fn$
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'session_id', x.session_id, 'workspace', x.workspace, 'first_event_at', x.first_at,
-               'last_event_at', x.last_at, 'events', x.n, 'summaries', x.summaries,
-               'last_summary_at', x.last_summary_at) ORDER BY x.last_at DESC), '[]')
-    FROM (
-        SELECT e.session_id, max(w.name) AS workspace, min(e.created_at) AS first_at,
-               max(e.created_at) AS last_at, count(*) AS n,
-               count(*) FILTER (WHERE e.event_type = 'summary') AS summaries,
-               max(e.created_at) FILTER (WHERE e.event_type = 'summary') AS last_summary_at
-        FROM engram.events e
-        LEFT JOIN engram.workspaces w ON w.id = e.workspace_id
-        WHERE e.owner = p_owner AND (p_workspace IS NULL OR e.workspace_id = p_workspace)
-        GROUP BY e.session_id
-        ORDER BY max(e.created_at) DESC
-        LIMIT p_limit
-    ) x
+    SELECT e.session_id, max(w.name), min(e.created_at), max(e.created_at), count(*),
+           count(*) FILTER (WHERE e.event_type = 'summary'),
+           max(e.created_at) FILTER (WHERE e.event_type = 'summary')
+    FROM engram.events e
+    LEFT JOIN engram.workspaces w ON w.id = e.workspace_id
+    WHERE e.owner = p_owner AND (p_workspace IS NULL OR e.workspace_id = p_workspace)
+    GROUP BY e.session_id
+    ORDER BY max(e.created_at) DESC
+    LIMIT p_limit
 $fn$;
 
 -- The pinned slots visible in a workspace ('' for the global ones only).
@@ -2262,12 +2262,7 @@ LANGUAGE sql STABLE AS $fn$
                'content', v.content, 'chars', char_length(v.content), 'size_limit', v.size_limit,
                'pinned', true, 'age_s', round(extract(epoch FROM now() - v.updated_at)))
                ORDER BY v.label), '[]')
-    FROM (
-        SELECT DISTINCT ON (s.label) s.*
-        FROM engram.slots s
-        WHERE s.owner = p_owner AND s.workspace IN (coalesce(p_workspace, ''), '')
-        ORDER BY s.label, s.workspace DESC
-    ) v
+    FROM engram._visible_slots(p_owner, p_workspace) v
     WHERE v.pinned
 $fn$;
 
@@ -2296,7 +2291,8 @@ BEGIN
                        ORDER BY s.created_at DESC), '[]')
                    FROM (SELECT * FROM engram.states x WHERE x.workspace_id = w.id AND x.archived_at IS NULL
                          ORDER BY x.created_at DESC LIMIT 5) s),
-        'sessions', engram._sessions(v_owner, w.id, 5),
+        'sessions', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.last_event_at DESC), '[]')
+                     FROM engram._sessions(v_owner, w.id, 5) x),
         'slots', engram._pinned_slots(v_owner, w.name));
 END
 $fn$;
@@ -2499,17 +2495,6 @@ $fn$;
 -- continuity: events, sessions, summaries (MetaHuman, SPEC 9)
 ---------------------------------------------------------------------------
 
--- A session id: 1 to 200 bytes.
-CREATE FUNCTION engram._check_session(p_session text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-BEGIN
-    IF p_session IS NULL OR btrim(p_session) = '' OR octet_length(p_session) > 200 THEN
-        RAISE EXCEPTION 'session_id is required (1 to 200 bytes): one id per conversation, e.g. session_id => ''2026-11-23-a'''
-            USING ERRCODE = '22023';
-    END IF;
-END
-$fn$;
-
 -- Whether `engram.summary_every` events (summaries not counted) have been
 -- captured in the session since its last summary.
 CREATE FUNCTION engram._summary_due(p_owner text, p_session text) RETURNS boolean
@@ -2564,7 +2549,7 @@ BEGIN
     -- The policy, once: it also rejects an unknown mode, role or event type.
     PERFORM engram.context_depth(v_mode, coalesce(capture.role, 'owner'));
     v_reason := engram._capture_skip_reason(v_mode, capture.event_type, capture.tool_name);
-    PERFORM engram._check_session(capture.session_id);
+    PERFORM engram._check_name('session_id', capture.session_id, '2026-11-23-a');
     IF capture.event_type = 'tool_invocation' AND (capture.tool_name IS NULL OR btrim(capture.tool_name) = '') THEN
         RAISE EXCEPTION 'tool_name is required for a tool_invocation event'
             USING ERRCODE = '22004';
@@ -2691,9 +2676,9 @@ BEGIN
         v_ws := (engram._workspace(v_owner, sessions.workspace, false)).id;
     END IF;
     RETURN QUERY
-    SELECT s.v ->> 'session_id', s.v ->> 'workspace', (s.v ->> 'first_event_at')::timestamptz,
-           (s.v ->> 'last_event_at')::timestamptz, (s.v ->> 'events')::bigint, (s.v ->> 'summaries')::bigint > 0
-    FROM jsonb_array_elements(engram._sessions(v_owner, v_ws, least(greatest(coalesce(sessions.lim, 20), 1), 500))) s(v);
+    SELECT x.session_id, x.workspace, x.first_event_at, x.last_event_at, x.events, x.summaries > 0
+    FROM engram._sessions(v_owner, v_ws, least(greatest(coalesce(sessions.lim, 20), 1), 500)) x
+    ORDER BY x.last_event_at DESC;
 END
 $fn$;
 
@@ -2703,7 +2688,7 @@ LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_owner text := engram._caller(summary_due.owner, NULL, NULL, false);
 BEGIN
-    PERFORM engram._check_session(summary_due.session_id);
+    PERFORM engram._check_name('session_id', summary_due.session_id, '2026-11-23-a');
     RETURN engram._summary_due(v_owner, summary_due.session_id);
 END
 $fn$;
@@ -2721,7 +2706,7 @@ DECLARE
     v_owner text := engram._caller(session_events.owner, NULL, NULL, false);
     v_since timestamptz := '-infinity';
 BEGIN
-    PERFORM engram._check_session(session_events.session_id);
+    PERFORM engram._check_name('session_id', session_events.session_id, '2026-11-23-a');
     IF coalesce(session_events.since_last_summary, true) THEN
         SELECT coalesce(max(e.created_at), '-infinity') INTO v_since FROM engram.events e
         WHERE e.owner = v_owner AND e.session_id = session_events.session_id AND e.event_type = 'summary';
@@ -2750,7 +2735,7 @@ DECLARE
     v_ws    text;
     r       record;
 BEGIN
-    PERFORM engram._check_session(summarize.session_id);
+    PERFORM engram._check_name('session_id', summarize.session_id, '2026-11-23-a');
     IF summarize.content IS NULL OR btrim(summarize.content) = '' THEN
         RAISE EXCEPTION 'content is required: the summary of the session''s events since its last summary (engram.session_events)'
             USING ERRCODE = '22004';
@@ -2809,7 +2794,7 @@ BEGIN
     PERFORM engram._check_budget(context.budget_chars);
     v_depth := engram.context_depth(coalesce(context.mode, 'dual'), coalesce(context.role, 'owner'));
     IF context.session_id IS NOT NULL THEN
-        PERFORM engram._check_session(context.session_id);
+        PERFORM engram._check_name('session_id', context.session_id, '2026-11-23-a');
     END IF;
     IF context.workspace IS NOT NULL THEN
         w := engram._workspace(v_owner, context.workspace, false);
