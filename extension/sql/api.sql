@@ -298,19 +298,37 @@ BEGIN
 END
 $fn$;
 
+-- The scope list of internal type p_internal_type and tag p_tag ('' for all
+-- of an owner's memories of that internal type): the key of its entries in
+-- engram.scope_entries and engram.scope_sizes. Internal types never hold
+-- '/', so the text hashed is unambiguous.
+CREATE FUNCTION engram._list_key(p_internal_type text, p_tag text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT pg_catalog.hashtextextended(coalesce(p_internal_type, '') || '/' || p_tag, 0)
+$fn$;
+
 -- The p_n nearest memories to p_query (cosine distance) in scope s, in
 -- exact distance order. pgvector applies filters after the HNSW walk, so the
--- plan depends on how many rows the filters leave, which the planner
--- estimates first:
---   * a small scope (<= engram.exact_search_rows rows) or a narrow one (under
---     engram.hnsw_min_selectivity of the table) is scanned exactly through the
---     owner/tag indexes: recall 1, cost proportional to the scope. Measured
---     on 100k clustered vectors, iterative HNSW scans reach only 0.88-0.93
---     recall@10 at 5% selectivity whatever their ef_search;
---   * a broad one walks the HNSW index with a pgvector 0.8 iterative scan,
+-- plan depends on how many rows the scope holds:
+--   * an owner's scope is covered by scope lists (engram.scope_entries): the
+--     owner's whole list and one per tag, with int8 vectors, counted in
+--     engram.scope_sizes. The smallest list of the scope (the owner's, or
+--     that of its rarest tags_all tag) is scanned exactly when it holds at
+--     most engram.list_search_rows entries or is narrower than
+--     engram.hnsw_min_selectivity of the table: its 2n+20 nearest by int8
+--     distance are reranked in full precision under the whole scope filter
+--     (recall 1; measured, iterative HNSW scans reach only 0.88-0.93
+--     recall@10 at 5% selectivity whatever their ef_search);
+--   * a broad scope walks the HNSW index with a pgvector 0.8 iterative scan,
 --     ef_search sized to 1.5 x fetch / selectivity (at least
 --     engram.hnsw_ef_search, at most 1000) so that one pass usually finds
---     enough matching rows, over-fetching 2x and re-sorting for recall.
+--     enough matching rows, over-fetching 2x and re-sorting for recall;
+--   * scopes the lists do not cover (archived rows, a space or group), and
+--     those whose other filters (kinds, session, dates, ...) rejected too
+--     many list candidates, take the plan chosen from the planner's
+--     estimate of the scope: an exact scan through the owner/tag indexes
+--     when small or narrow (engram.exact_search_rows,
+--     engram.hnsw_min_selectivity), else the HNSW walk.
 -- See docs/ARCHITECTURE.md, "Search plans".
 CREATE FUNCTION engram._knn(s engram.read_scope, p_query vector, p_n integer)
 RETURNS TABLE (id uuid, distance float8)
@@ -327,33 +345,78 @@ DECLARE
     v_rows  float8;
     v_total float8;
     v_fetch integer := greatest(p_n * 2, 20);
+    v_cand  integer := p_n * 2 + 20;
+    v_keys  bigint[];
+    v_list  bigint;
+    v_size  bigint;
+    v_lists bigint;
+    v_ids   uuid[];
+    v_dists float8[];
 BEGIN
     IF p_query IS NULL THEN
         RETURN;
     END IF;
     PERFORM engram._check_scope(s);
-    -- EXPLAIN plans with the actual values, so the estimate sees the tags' and
-    -- owner's frequencies from the column statistics.
-    EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
-        INTO v_plan
-        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-              s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
-              s.max_level, s.space, s.group_id;
-    v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
-    SELECT greatest(c.reltuples, v_rows, 1) INTO v_total FROM pg_catalog.pg_class c
+    SELECT greatest(c.reltuples, 1) INTO v_total FROM pg_catalog.pg_class c
     WHERE c.oid = 'engram.memories'::regclass;
-    IF v_rows <= engram._setting_exact_search_rows()
-       OR v_rows / v_total < engram._setting_hnsw_min_selectivity() THEN
-        -- MATERIALIZED keeps the filter ahead of the distance sort, so the
-        -- HNSW index (which would drop rows) cannot be used.
-        RETURN QUERY EXECUTE
-            'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || ')
-             SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
-            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                  s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
-                  s.max_level, s.space, s.group_id;
-        RETURN;
+    IF s.owner IS NOT NULL AND s.space IS NULL AND s.group_id IS NULL AND s.statuses = '{active}' THEN
+        v_keys := ARRAY(SELECT DISTINCT engram._list_key(s.internal_type, t)
+                        FROM unnest(array_prepend('', coalesce(s.tags_all, '{}'))) t);
+        SELECT z.list, z.n, count(*) OVER () INTO v_list, v_size, v_lists
+        FROM engram.scope_sizes z WHERE z.owner = s.owner AND z.list = ANY (v_keys)
+        ORDER BY z.n, z.list LIMIT 1;
+        IF coalesce(v_lists, 0) < cardinality(v_keys) OR v_size = 0 THEN
+            RETURN;  -- a list of the scope is empty: no memory with an embedding is in it
+        END IF;
+        IF v_size <= engram._setting_list_search_rows()
+           OR v_size / greatest(v_total, v_size) < engram._setting_hnsw_min_selectivity() THEN
+            EXECUTE
+                'WITH c AS MATERIALIZED (
+                     SELECT e.memory_id FROM engram.scope_entries e
+                     WHERE e.owner = $2 AND e.list = $16
+                     ORDER BY engram._qdist(e.qvec, $17) LIMIT $12)
+                 SELECT array_agg(m.id ORDER BY m.embedding <=> $1, m.id),
+                        array_agg(m.embedding <=> $1 ORDER BY m.embedding <=> $1, m.id)
+                 FROM c JOIN engram.memories m ON m.id = c.memory_id' || c_where
+                INTO v_ids, v_dists
+                USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                      s.session_id, s.created_after, s.created_before, p_n, v_cand,
+                      s.max_level, s.space, s.group_id, v_list, engram._quantize(p_query::real[]);
+            -- Complete when the whole list was reranked, or when enough
+            -- candidates passed the scope's other filters.
+            IF v_size <= v_cand OR coalesce(cardinality(v_ids), 0) >= p_n THEN
+                RETURN QUERY SELECT u.i, u.d FROM unnest(v_ids[1:p_n], v_dists[1:p_n]) AS u(i, d);
+                RETURN;
+            END IF;
+        ELSIF s.kinds IS NULL AND s.tags_any IS NULL AND s.session_id IS NULL AND s.created_after IS NULL
+              AND s.created_before IS NULL AND s.max_level IS NULL THEN
+            v_rows := v_size;  -- the list is the scope: no estimate needed
+        END IF;
     END IF;
+    IF v_rows IS NULL THEN
+        -- EXPLAIN plans with the actual values, so the estimate sees the
+        -- tags' and owner's frequencies from the column statistics.
+        EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
+            INTO v_plan
+            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                  s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
+                  s.max_level, s.space, s.group_id;
+        v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+        v_total := greatest(v_total, v_rows);
+        IF v_rows <= engram._setting_exact_search_rows()
+           OR v_rows / v_total < engram._setting_hnsw_min_selectivity() THEN
+            -- MATERIALIZED keeps the filter ahead of the distance sort, so the
+            -- HNSW index (which would drop rows) cannot be used.
+            RETURN QUERY EXECUTE
+                'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || ')
+                 SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
+                USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                      s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
+                      s.max_level, s.space, s.group_id;
+            RETURN;
+        END IF;
+    END IF;
+    v_total := greatest(v_total, v_rows);
     -- One pass of ef_search candidates holds about `fetch` matching rows
     -- when ef_search = fetch / selectivity (1.5x for the variance of the
     -- filter); later iterations cost far more than a wider first pass.
@@ -371,6 +434,130 @@ BEGIN
               s.max_level, s.space, s.group_id;
 END
 $fn$;
+
+---------------------------------------------------------------------------
+-- scope lists (engram.scope_entries, engram.scope_sizes; since 0.4.0)
+---------------------------------------------------------------------------
+-- Kept by triggers on engram.memories in the writing transaction, so every
+-- write path (remember, update, forget, expire, purge, set_embeddings, a
+-- DBA's own INSERT or DELETE) keeps them exact. Only active memories with an
+-- embedding have entries.
+
+CREATE TYPE engram.list_entry AS (owner text, list bigint, memory_id uuid, qvec bytea);
+
+-- The entries of one memory: its owner's whole list and one per distinct tag.
+CREATE FUNCTION engram._list_entries(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
+RETURNS SETOF engram.list_entry
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT p_owner, engram._list_key(p_internal_type, l.tag), p_id, q.qvec
+    FROM (SELECT engram._quantize(p_embedding::real[]) AS qvec) q,
+         (SELECT DISTINCT t AS tag FROM unnest(array_prepend('', p_tags)) t) l
+$fn$;
+
+-- Adds deltas to list sizes, in key order: concurrent writers lock the
+-- size rows in the same order and never deadlock.
+CREATE FUNCTION engram._resize_lists(p_owners text[], p_lists bigint[], p_deltas bigint[]) RETURNS void
+LANGUAGE sql AS $fn$
+    INSERT INTO engram.scope_sizes AS z (owner, list, n)
+    SELECT d.owner, d.list, sum(d.delta) FROM unnest(p_owners, p_lists, p_deltas) AS d(owner, list, delta)
+    GROUP BY d.owner, d.list HAVING sum(d.delta) <> 0 ORDER BY d.owner, d.list
+    ON CONFLICT (owner, list) DO UPDATE SET n = z.n + excluded.n
+$fn$;
+
+-- AFTER INSERT, per statement: a bulk load quantizes and counts in one pass.
+CREATE FUNCTION engram._lists_inserted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owners text[];
+    v_lists  bigint[];
+BEGIN
+    WITH e AS (
+        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
+        SELECT x.* FROM new_rows n,
+               engram._list_entries(n.owner, n.internal_type, n.tags, n.id, n.embedding) x
+        WHERE n.status = 'active' AND n.embedding IS NOT NULL
+        RETURNING scope_entries.owner, scope_entries.list)
+    SELECT array_agg(e.owner), array_agg(e.list) INTO v_owners, v_lists FROM e;
+    PERFORM engram._resize_lists(v_owners, v_lists, array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+    RETURN NULL;
+END
+$fn$;
+
+-- AFTER UPDATE of a listed column, per changed row: the old entries go, the
+-- new ones (if the row is still active with an embedding) come.
+CREATE FUNCTION engram._lists_updated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_old bigint[];
+    v_new bigint[];
+BEGIN
+    WITH d AS (DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id RETURNING e.list)
+    SELECT array_agg(d.list) INTO v_old FROM d;
+    IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
+        WITH i AS (
+            INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
+            SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
+            RETURNING scope_entries.list)
+        SELECT array_agg(i.list) INTO v_new FROM i;
+    END IF;
+    PERFORM engram._resize_lists(
+        array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_old), 0)])
+            || array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_new), 0)]),
+        coalesce(v_old, '{}') || coalesce(v_new, '{}'),
+        array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)])
+            || array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
+    RETURN NULL;
+END
+$fn$;
+
+-- AFTER DELETE, per statement (hard forget, purge, erasing an owner).
+CREATE FUNCTION engram._lists_deleted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owners text[];
+    v_lists  bigint[];
+BEGIN
+    WITH d AS (
+        DELETE FROM engram.scope_entries e USING old_rows o
+        WHERE e.owner = o.owner AND e.memory_id = o.id
+        RETURNING e.owner, e.list)
+    SELECT array_agg(d.owner), array_agg(d.list) INTO v_owners, v_lists FROM d;
+    PERFORM engram._resize_lists(v_owners, v_lists, array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+    RETURN NULL;
+END
+$fn$;
+
+-- AFTER TRUNCATE (TRUNCATE engram.memories CASCADE).
+CREATE FUNCTION engram._lists_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    TRUNCATE engram.scope_entries, engram.scope_sizes;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER scope_lists_insert AFTER INSERT ON engram.memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_inserted();
+-- The update trigger names the embedding column, which blocks ALTER COLUMN
+-- ... TYPE: engram.configure drops it around a dimension change and
+-- recreates it here. Rows whose listed columns did not change (rescore,
+-- flag, access-free updates) never call the trigger function.
+CREATE FUNCTION engram._create_list_update_trigger() RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    CREATE TRIGGER scope_lists_update AFTER UPDATE OF owner, internal_type, tags, embedding, status ON engram.memories
+        FOR EACH ROW
+        WHEN (OLD.owner IS DISTINCT FROM NEW.owner OR OLD.internal_type IS DISTINCT FROM NEW.internal_type
+              OR OLD.tags IS DISTINCT FROM NEW.tags OR OLD.status IS DISTINCT FROM NEW.status
+              OR OLD.embedding IS DISTINCT FROM NEW.embedding)
+        EXECUTE FUNCTION engram._lists_updated();
+END
+$fn$;
+SELECT engram._create_list_update_trigger();
+CREATE TRIGGER scope_lists_delete AFTER DELETE ON engram.memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_deleted();
+CREATE TRIGGER scope_lists_truncate AFTER TRUNCATE ON engram.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
 -- Full-text leg of search: matches of any query term, best ts_rank_cd first.
 CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer)
@@ -418,7 +605,9 @@ BEGIN
                 USING ERRCODE = '55000';
         END IF;
         DROP INDEX engram.memories_embedding_hnsw;
+        DROP TRIGGER scope_lists_update ON engram.memories;
         EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', configure.embedding_dims);
+        PERFORM engram._create_list_update_trigger();
         CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
@@ -431,6 +620,7 @@ BEGIN
         'stale_after_days', engram._setting_stale_after_days(),
         'hnsw_ef_search', engram._setting_hnsw_ef_search(),
         'exact_search_rows', engram._setting_exact_search_rows(),
+        'list_search_rows', engram._setting_list_search_rows(),
         'hnsw_min_selectivity', engram._setting_hnsw_min_selectivity());
 END
 $fn$;

@@ -326,3 +326,34 @@ ALTER TABLE engram.workspaces ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.states ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.misses ENABLE ROW LEVEL SECURITY;
+
+-- Scope lists (since 0.4.0): what a scoped search scans instead of the
+-- memories' heap. Every active memory with an embedding has one entry in
+-- its owner's whole list (tag '') and one per tag, each list keyed by
+-- engram._list_key(internal_type, tag); the entry holds the embedding
+-- quantized to int8 (engram._quantize, 4 + dims bytes). The covering index
+-- keeps a list's entries contiguous, so an exact scan of 5,000 candidates
+-- reads ~250 index pages instead of ~5,000 heap pages. Derived data, kept
+-- by triggers on engram.memories (sql/api.sql) in the writing transaction:
+-- not dumped (a restore rebuilds it as the memories are loaded), and never
+-- readable by engram_agent.
+CREATE TABLE engram.scope_entries (
+    owner     text NOT NULL,
+    list      bigint NOT NULL,
+    memory_id uuid NOT NULL,
+    qvec      bytea NOT NULL,
+    PRIMARY KEY (owner, memory_id, list)
+);
+CREATE INDEX scope_entries_list ON engram.scope_entries (owner, list) INCLUDE (memory_id, qvec);
+
+-- Entries per list: how search picks the smallest list of a scope and
+-- decides between scanning it and walking the HNSW index, without a
+-- planner estimate. Kept by the same triggers.
+CREATE TABLE engram.scope_sizes (
+    owner text NOT NULL,
+    list  bigint NOT NULL,
+    n     bigint NOT NULL,
+    PRIMARY KEY (owner, list)
+);
+ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;

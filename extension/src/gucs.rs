@@ -23,6 +23,12 @@ static HNSW_MIN_SELECTIVITY: GucSetting<f64> = GucSetting::<f64>::new(0.2);
 /// exact scan costs about one heap page per row; 300 rows cost about as
 /// much as one HNSW pass at ef_search 40 (see docs/BENCHMARKS.md).
 static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
+/// Scope lists (engram.scope_entries) of at most this many entries are
+/// scanned exactly, int8 first and reranked in full precision; larger ones
+/// walk the HNSW index. Chosen where the list scan costs about as much as
+/// an HNSW pass on the bench machine (docs/BENCHMARKS.md).
+static LIST_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(LIST_SEARCH_ROWS_DEFAULT);
+const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
 /// Events of a session after which a summary is due (SPEC 9).
 static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
@@ -107,6 +113,16 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"engram.list_search_rows",
+        c"Scopes whose smallest scope list holds no more entries than this are searched exactly through the list.",
+        c"The list's int8 vectors are scanned and the best reranked in full precision (recall 1); above it, search walks the HNSW index. Default 20000.",
+        &LIST_SEARCH_ROWS,
+        0,
+        100_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"engram.summary_every",
         c"Events of a session after which engram.summary_due says a summary is due.",
         c"Counted since the session's last summary. Default 20.",
@@ -178,6 +194,11 @@ fn _setting_hnsw_min_selectivity() -> f64 {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_exact_search_rows() -> i32 {
     EXACT_SEARCH_ROWS.get()
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_list_search_rows() -> i32 {
+    LIST_SEARCH_ROWS.get()
 }
 
 #[pg_extern(stable, parallel_safe)]

@@ -14,6 +14,7 @@ mod conflict;
 mod context;
 mod errors;
 mod gucs;
+mod lists;
 mod path_guard;
 mod policy;
 mod scope;

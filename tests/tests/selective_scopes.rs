@@ -1,6 +1,8 @@
 //! Scoped search returns min(k, matching) rows and agrees with an exact scan
 //! (recall@10 >= 0.95) at 50%, 5% and 0.5% scope selectivity, on clustered
-//! data shaped like real embeddings (a Gaussian mixture).
+//! data shaped like real embeddings (a Gaussian mixture), through each of
+//! engram._knn's plans: the scope lists, the HNSW walk sized from the list
+//! sizes, and the planner-estimated path taken when other filters are set.
 
 use engram_tests::*;
 
@@ -87,51 +89,75 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
     .await
     .unwrap();
 
-    for (tag, share) in [("p50", 0.5), ("p5", 0.05), ("p05", 0.005)] {
-        let matching: i64 = c
-            .query_one(
-                "SELECT count(*) FROM engram.memories WHERE owner = 'o' AND tags @> ARRAY[$1]",
-                &[&tag],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        let mut recall_sum = 0.0;
-        let queries = 25;
-        for _ in 0..queries {
-            let centre = (rng.next_f64() * CENTROIDS as f64) as usize;
-            let q = vec_text(&rng.near(&centroids[centre], 0.15));
-            let got: Vec<Uuid> = c
-                .query(
-                    "SELECT id FROM engram.search(owner => 'o', query_embedding => $1::text::vector, k => 10, tags_all => ARRAY[$2])",
-                    &[&q, &tag],
+    // (plan, session setting, extra search argument). With the default
+    // engram.list_search_rows (20000) every scope here is scanned through
+    // its list; at 0 the 50% scope walks the HNSW index and the narrower
+    // ones still use their lists (under engram.hnsw_min_selectivity); a
+    // kinds filter sends the broad scope to the planner-estimated path.
+    let plans = [
+        ("lists", "RESET engram.list_search_rows", ""),
+        ("hnsw", "SET engram.list_search_rows = 0", ""),
+        (
+            "estimated",
+            "SET engram.list_search_rows = 0",
+            ", kinds => '{semantic}'",
+        ),
+    ];
+    for (plan, setting, extra) in plans {
+        c.batch_execute(setting).await.unwrap();
+        for (tag, share) in [("p50", 0.5), ("p5", 0.05), ("p05", 0.005)] {
+            let matching: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM engram.memories WHERE owner = 'o' AND tags @> ARRAY[$1]",
+                    &[&tag],
                 )
                 .await
                 .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            assert_eq!(got.len() as i64, matching.min(10), "{tag}: min(k, matching) rows");
-            c.batch_execute("BEGIN; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
-                .await
-                .unwrap();
-            let exact: Vec<Uuid> = c
-                .query(
-                    "SELECT id FROM engram.memories WHERE owner = 'o' AND status = 'active' AND tags @> ARRAY[$2]
+                .get(0);
+            let mut recall_sum = 0.0;
+            let queries = 25;
+            for _ in 0..queries {
+                let centre = (rng.next_f64() * CENTROIDS as f64) as usize;
+                let q = vec_text(&rng.near(&centroids[centre], 0.15));
+                let got: Vec<Uuid> = c
+                    .query(
+                        &format!(
+                            "SELECT id FROM engram.search(owner => 'o', query_embedding => $1::text::vector, k => 10,
+                                                      tags_all => ARRAY[$2]{extra})"
+                        ),
+                        &[&q, &tag],
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                assert_eq!(
+                    got.len() as i64,
+                    matching.min(10),
+                    "{plan}, {tag}: min(k, matching) rows"
+                );
+                c.batch_execute("BEGIN; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+                    .await
+                    .unwrap();
+                let exact: Vec<Uuid> = c
+                    .query(
+                        "SELECT id FROM engram.memories WHERE owner = 'o' AND status = 'active' AND tags @> ARRAY[$2]
                      ORDER BY embedding <=> $1::text::vector LIMIT 10",
-                    &[&q, &tag],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            c.batch_execute("COMMIT").await.unwrap();
-            let hits = got.iter().filter(|id| exact.contains(id)).count();
-            recall_sum += hits as f64 / exact.len() as f64;
+                        &[&q, &tag],
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                c.batch_execute("COMMIT").await.unwrap();
+                let hits = got.iter().filter(|id| exact.contains(id)).count();
+                recall_sum += hits as f64 / exact.len() as f64;
+            }
+            let recall = recall_sum / queries as f64;
+            eprintln!("{plan}: scope {tag} ({share}): {matching} rows, recall@10 {recall:.3}");
+            assert!(recall >= 0.95, "{plan}, {tag}: recall@10 {recall:.3} < 0.95");
         }
-        let recall = recall_sum / queries as f64;
-        eprintln!("scope {tag} ({share}): {matching} rows, recall@10 {recall:.3}");
-        assert!(recall >= 0.95, "{tag}: recall@10 {recall:.3} < 0.95");
     }
 }

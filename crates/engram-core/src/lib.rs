@@ -1,6 +1,6 @@
 //! engram's pure logic, free of Postgres: scoring formulas, tag scopes,
-//! input validation, search helpers, list cursors and the mode policy of
-//! captured events.
+//! input validation, search helpers, list cursors, the mode policy of
+//! captured events and the int8 quantization of scope lists.
 //!
 //! The `engram` pgrx extension binds these functions to SQL; the MCP adapter
 //! uses the same code to validate arguments before a round trip. Everything
@@ -11,6 +11,7 @@ pub mod context;
 pub mod cursor;
 pub mod error;
 pub mod policy;
+pub mod quant;
 pub mod scoring;
 pub mod search;
 pub mod tags;

@@ -1,0 +1,261 @@
+//! Scope lists (engram.scope_entries, engram.scope_sizes): every write path
+//! keeps them equal to what the memories say they should be, search reads
+//! them, and the restricted role cannot.
+
+use engram_tests::*;
+
+/// Differences between the lists and a recomputation from the memories:
+/// entries (with their quantized vectors) and list sizes. 0 when exact.
+const LIST_DRIFT: &str = "
+WITH want AS (
+    SELECT x.owner, x.list, x.memory_id, x.qvec FROM engram.memories m,
+           engram._list_entries(m.owner, m.internal_type, m.tags, m.id, m.embedding) x
+    WHERE m.status = 'active' AND m.embedding IS NOT NULL),
+have AS (SELECT e.owner, e.list, e.memory_id, e.qvec FROM engram.scope_entries e),
+sizes_want AS (SELECT w.owner, w.list, count(*) AS n FROM want w GROUP BY w.owner, w.list),
+sizes_have AS (SELECT z.owner, z.list, z.n FROM engram.scope_sizes z WHERE z.n <> 0)
+SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
+     + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) b)
+     + (SELECT count(*) FROM (SELECT * FROM sizes_want EXCEPT SELECT * FROM sizes_have) c)
+     + (SELECT count(*) FROM (SELECT * FROM sizes_have EXCEPT SELECT * FROM sizes_want) d)";
+
+async fn assert_exact(db: &TestDb, after: &str) {
+    assert_eq!(count(db, LIST_DRIFT).await, 0, "scope lists drifted after {after}");
+}
+
+async fn run(db: &TestDb, sql: &str) {
+    db.admin
+        .batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[tokio::test]
+async fn every_write_path_keeps_the_lists_exact() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let tea = create(
+        a,
+        "alice",
+        "alice drinks green tea",
+        &axis(4, 0, 0.0),
+        "tags => '{drinks,home}'",
+    )
+    .await;
+    let chess = create(
+        a,
+        "alice",
+        "alice plays chess on sundays",
+        &axis(4, 1, 0.0),
+        "tags => '{games}'",
+    )
+    .await;
+    let lyon = create(a, "alice", "alice lived in Lyon", &axis(4, 2, 0.0), "tags => '{home}'").await;
+    create(a, "bob", "bob drinks coffee", &axis(4, 0, 0.1), "tags => '{drinks}'").await;
+    create(
+        a,
+        "bob",
+        "bob told alice's ghost a secret",
+        &axis(4, 3, 0.0),
+        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
+    )
+    .await;
+    // tags repeated within one memory count once per list
+    create(a, "alice", "alice has a cat", &axis(4, 3, 0.2), "tags => '{pets,pets}'").await;
+    assert_exact(&db, "remember").await;
+    // one entry per memory in its owner's list, one per distinct tag:
+    // 3 + 2 + 2 + 2 + (1 + 3 internal tags of the ghost memory) + 2
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_entries").await, 15);
+
+    run(
+        &db,
+        &format!("SELECT engram.update(owner => 'alice', id => '{tea}', tags => '{{drinks}}')"),
+    )
+    .await;
+    assert_exact(&db, "update of tags").await;
+    run(
+        &db,
+        &format!(
+            "SELECT engram.update(owner => 'alice', id => '{chess}', content => 'alice plays go on sundays',
+                                  embedding => '[0.2,1,0.3,0]')"
+        ),
+    )
+    .await;
+    assert_exact(&db, "update of content and embedding").await;
+    run(
+        &db,
+        &format!("SELECT engram.flag(owner => 'alice', id => '{chess}', reason => 'unsure')"),
+    )
+    .await;
+    assert_exact(&db, "flag").await;
+    run(&db, &format!("SELECT engram.forget(owner => 'alice', id => '{lyon}')")).await;
+    assert_exact(&db, "soft forget").await;
+    run(
+        &db,
+        &format!("SELECT engram.forget(owner => 'alice', id => '{tea}', hard => true)"),
+    )
+    .await;
+    assert_exact(&db, "hard forget").await;
+
+    let merged: Vec<Uuid> = vec![
+        create(a, "carol", "carol likes jazz", &axis(4, 0, 0.0), "tags => '{music}'").await,
+        create(a, "carol", "carol likes blues", &axis(4, 1, 0.0), "tags => '{music}'").await,
+    ];
+    a.execute(
+        "SELECT engram.consolidate(owner => 'carol', ids => $1, content => 'carol likes jazz and blues',
+                                   embedding => '[1,1,0,0]', tags => '{music,taste}')",
+        &[&merged],
+    )
+    .await
+    .unwrap();
+    assert_exact(&db, "consolidate").await;
+
+    // captured events have no embedding (no entries) until the backlog fills it
+    let event: Uuid = a
+        .query_one(
+            "SELECT id FROM engram.capture(owner => 'carol', event_type => 'observation', content => 'the build passed',
+                                           session_id => 's1')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_exact(&db, "capture").await;
+    a.execute(
+        "SELECT engram.set_embeddings(owner => 'carol', ids => ARRAY[$1::uuid], embeddings => ARRAY['[0,0,1,0]'::vector])",
+        &[&event],
+    )
+    .await
+    .unwrap();
+    assert_exact(&db, "set_embeddings").await;
+
+    create(
+        a,
+        "carol",
+        "carol's parking spot is 12",
+        &axis(4, 2, 0.0),
+        "ttl => '1 hour'",
+    )
+    .await;
+    run(
+        &db,
+        "UPDATE engram.memories SET expires_at = now() - interval '1 minute' WHERE content LIKE '%parking%'",
+    )
+    .await;
+    run(&db, "SELECT engram.expire()").await;
+    assert_exact(&db, "expire").await;
+    run(&db, "SELECT engram.purge(older_than => interval '0')").await;
+    assert_exact(&db, "purge").await;
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE status <> 'active'").await,
+        0
+    );
+
+    // a DBA's bulk writes go through the same triggers
+    run(
+        &db,
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'dave', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea),
+                ARRAY['t' || (n % 3)], ('[' || n || ',1,0,0]')::vector
+         FROM generate_series(1, 50) n",
+    )
+    .await;
+    assert_exact(&db, "bulk INSERT").await;
+    run(
+        &db,
+        "DELETE FROM engram.memories WHERE owner = 'dave' AND content LIKE 'note 1%'",
+    )
+    .await;
+    assert_exact(&db, "bulk DELETE").await;
+    run(&db, "TRUNCATE engram.memories CASCADE").await;
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_entries").await, 0);
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_sizes").await, 0);
+}
+
+#[tokio::test]
+async fn search_reads_the_smallest_list_of_its_scope() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let near = create(
+        a,
+        "alice",
+        "alice drinks green tea",
+        &axis(4, 0, 0.0),
+        "tags => '{drinks,home}'",
+    )
+    .await;
+    let other = create(a, "alice", "alice plays chess", &axis(4, 1, 0.0), "tags => '{drinks}'").await;
+    let search =
+        "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', tags_all => '{drinks,home}')";
+    let ids = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>();
+    assert_eq!(ids(a.query(search, &[]).await.unwrap()), vec![near]);
+    // A tag no memory carries has no list: nothing matches.
+    let none = a
+        .query(
+            "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', tags_all => '{drinks,nowhere}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+    // Hide the memory's entry in the 'home' list (the smaller one): the
+    // search reads that list, so it no longer sees the memory, while the
+    // planner-estimated path (archived rows included) still does. This is
+    // white-box on purpose: it fails if search stops using the lists.
+    run(
+        &db,
+        &format!(
+            "DELETE FROM engram.scope_entries WHERE memory_id = '{near}'
+               AND list = engram._list_key(NULL, 'home')"
+        ),
+    )
+    .await;
+    assert!(a.query(search, &[]).await.unwrap().is_empty());
+    let all = a
+        .query(
+            "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', tags_all => '{drinks,home}',
+                                          include_archived => true)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(all), vec![near]);
+    // The owner's whole list still ranks both.
+    let whole = a
+        .query(
+            "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', tags_all => '{drinks}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(whole), vec![near, other]);
+}
+
+#[tokio::test]
+async fn the_restricted_role_cannot_read_the_lists() {
+    let db = TestDb::new(4).await;
+    create(
+        &db.admin,
+        "alice",
+        "alice drinks green tea",
+        &axis(4, 0, 0.0),
+        "tags => '{drinks}'",
+    )
+    .await;
+    let agent = db.agent("alice").await;
+    for table in ["engram.scope_entries", "engram.scope_sizes"] {
+        let (state, _) = sqlstate(agent.query(&format!("SELECT * FROM {table}"), &[]).await);
+        assert_eq!(state, "42501", "{table} must not be readable by engram_agent");
+        let (state, _) = sqlstate(agent.execute(&format!("DELETE FROM {table}"), &[]).await);
+        assert_eq!(state, "42501", "{table} must not be writable by engram_agent");
+    }
+    // and its searches still work through them
+    let found = agent
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{drinks}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+}
