@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 and 0.2.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0, 0.2.0 and 0.3.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -271,4 +271,139 @@ async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
         .get(0);
     assert_eq!(slot, "verbose");
     app.batch_execute("COMMIT").await.unwrap();
+}
+
+#[tokio::test]
+async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() {
+    let (name, old) = install("0.3.0").await;
+    // A populated 0.3.0 database: tagged memories of two owners, a ghost
+    // memory, an archived one, a captured event without an embedding, a
+    // workspace with a state.
+    let tea = create(
+        &old,
+        "alice",
+        "alice drinks green tea",
+        &[1.0, 0.0, 0.0, 0.0],
+        "tags => '{drinks,home}'",
+    )
+    .await;
+    let chess = create(
+        &old,
+        "alice",
+        "alice plays chess",
+        &[0.0, 1.0, 0.0, 0.0],
+        "tags => '{games}'",
+    )
+    .await;
+    let gone = create(
+        &old,
+        "alice",
+        "alice lived in Lyon",
+        &[0.0, 0.0, 0.0, 1.0],
+        "tags => '{home}'",
+    )
+    .await;
+    create(
+        &old,
+        "bob",
+        "bob drinks coffee",
+        &[0.9, 0.1, 0.0, 0.0],
+        "tags => '{drinks}'",
+    )
+    .await;
+    create(
+        &old,
+        "bob",
+        "bob told alice's ghost a secret",
+        &[0.0, 0.0, 1.0, 0.0],
+        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
+    )
+    .await;
+    old.batch_execute(&format!(
+        "SELECT engram.forget(owner => 'alice', id => '{gone}');
+         SELECT engram.workspace_create(owner => 'alice', name => 'api');
+         SELECT engram.state_save(owner => 'alice', workspace => 'api', name => 'v1', active_task => 'ship');
+         SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
+                               session_id => 's1', workspace => 'api');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding,
+                                              m.internal_type), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', w.name, w.status), ',') FROM engram.workspaces w)
+                    || (SELECT string_agg(concat_ws('/', s.name, s.active_task), ',') FROM engram.states s)
+                    || (SELECT count(*)::text FROM engram.events)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+
+    // The lists were built from the stored memories: 3 + 2 entries for
+    // alice's active tagged memories, 2 for bob's, 4 for the ghost memory;
+    // none for the archived memory or the event without an embedding.
+    let entries: i64 = old
+        .query_one("SELECT count(*) FROM engram.scope_entries", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(entries, 11);
+    let sizes: i64 = old
+        .query_one("SELECT sum(n)::bigint FROM engram.scope_sizes", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sizes, entries);
+
+    // Scoped searches of the 0.3.0 rows go through them, bound by the 0.3.0 token.
+    let app = connect_as(&name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("0.3.0 token binds");
+    let found: Vec<Uuid> = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(found, vec![tea], "the archived memory stays out of the home list");
+    let all: Vec<Uuid> = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(all, vec![chess, tea]);
+    app.batch_execute("COMMIT").await.unwrap();
+    // New writes keep the lists from here on.
+    create(
+        &old,
+        "alice",
+        "alice moved to Porto",
+        &[0.0, 0.0, 0.5, 0.5],
+        "tags => '{home}'",
+    )
+    .await;
+    let home: i64 = old
+        .query_one(
+            "SELECT n FROM engram.scope_sizes WHERE owner = 'alice' AND list = engram._list_key(NULL, 'home')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(home, 2);
 }
