@@ -9,6 +9,7 @@
 
 mod data;
 mod mcp;
+mod retrieval;
 mod stats;
 
 use clap::Parser;
@@ -60,6 +61,12 @@ struct Args {
     /// Only the MCP and embedder measurements (loads the data first if it is not there).
     #[arg(long)]
     mcp_only: bool,
+    /// Only the retrieval-quality evaluation (a chat stored turn by turn; no vector data needed).
+    #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp"])]
+    retrieval_only: bool,
+    /// Chat sessions and questions of the retrieval evaluation.
+    #[arg(long, default_value = "tests/data/retrieval.json")]
+    retrieval_data: std::path::PathBuf,
 }
 
 const OWNER: &str = "bench";
@@ -151,6 +158,13 @@ async fn load(c: &Client, a: &Args) {
         ),
         ("VACUUM ANALYZE bench_raw", "VACUUM ANALYZE bench_raw"),
         ("VACUUM ANALYZE engram.memories", "VACUUM ANALYZE engram.memories"),
+        // the scope lists' entries were written by the bulk INSERT's trigger;
+        // a vacuum sets their visibility map, as autovacuum would after a
+        // bulk load, so that index-only scans skip the heap
+        (
+            "VACUUM ANALYZE engram.scope_entries",
+            "VACUUM ANALYZE engram.scope_entries",
+        ),
     ] {
         let t = Instant::now();
         c.batch_execute(sql).await.expect(what);
@@ -236,6 +250,9 @@ fn print_search_table(rows: &[Row], baseline_p50: f64) {
 async fn main() {
     let a = Args::parse();
     let c = connect(&a.dsn).await;
+    if a.retrieval_only {
+        return retrieval::eval(&c, &a.model_dir, &a.retrieval_data).await;
+    }
     let version: String = c
         .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
         .await
@@ -413,6 +430,7 @@ async fn main() {
         "DELETE FROM engram.workspaces WHERE owner = 'bench'",
         "VACUUM ANALYZE bench_raw",
         "VACUUM ANALYZE engram.memories",
+        "VACUUM ANALYZE engram.scope_entries",
     ] {
         c.batch_execute(sql).await.unwrap();
     }
@@ -535,4 +553,7 @@ async fn mcp_and_embedder(c: &Client, a: &Args) {
     mcp::recall_round_trip(c, &a.dsn, &a.mcp_bin, &a.model_dir, OWNER, 500).await;
     println!();
     mcp::embedder_throughput(&a.model_dir);
+    println!();
+    progress("measuring retrieval quality (hybrid vs full text vs vectors)");
+    retrieval::eval(c, &a.model_dir, &a.retrieval_data).await;
 }
