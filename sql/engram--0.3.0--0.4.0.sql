@@ -5,7 +5,9 @@
 -- list per tag (engram.scope_entries, sized in engram.scope_sizes), kept by
 -- triggers on engram.memories. Scoped search scans the smallest list of a
 -- scope exactly instead of the memories' heap, and decides between that and
--- the HNSW walk from the list sizes instead of a planner estimate. Data is
+-- the HNSW walk from the list sizes instead of a planner estimate. Hybrid
+-- search counts a full-text match on plain words at a quarter of one on an
+-- exact token of the query (a code, an id, a number). Data is
 -- kept: no existing table changes; the lists are built here from the
 -- memories.
 --
@@ -76,6 +78,25 @@ CREATE FUNCTION engram."_quantize"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_quantize_wrapper';
+
+-- Hybrid fusion weighs a full-text match by whether it matched an exact
+-- token of the query (a new argument of _fused_relevance).
+DROP FUNCTION engram._fused_relevance(bigint, bigint);
+CREATE FUNCTION engram."_fused_relevance"(
+	"vector_rank" bigint, /* Option < i64 > */
+	"text_rank" bigint, /* Option < i64 > */
+	"exact_match" bool /* Option < bool > */
+) RETURNS real /* f32 */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_fused_relevance_wrapper';
+
+CREATE FUNCTION engram."_exact_tokens"(
+	"query" TEXT /* & str */
+) RETURNS TEXT[] /* Vec < String > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_exact_tokens_wrapper';
 
 CREATE FUNCTION engram."_setting_list_search_rows"() RETURNS INT /* i32 */
 STRICT STABLE PARALLEL SAFE

@@ -1099,6 +1099,9 @@ DECLARE
     v_weight real := engram._setting_staleness_weight();
     v_text   text := nullif(btrim(p_text), '');
     v_hits   engram.search_hit[];
+    -- The query's exact tokens (codes, ids, numbers): a text match on one
+    -- of them is a full vote in the fusion, a match on plain words a weak one.
+    v_exact  tsquery;
 BEGIN
     IF p_embedding IS NULL AND v_text IS NULL THEN
         RAISE EXCEPTION 'search needs query_embedding, query_text or both'
@@ -1117,6 +1120,9 @@ BEGIN
     v_pool := v_k;
     IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
         v_pool := greatest(v_pool, 100);
+        SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
+        FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
+        WHERE numnode(q) > 0;
     END IF;
 
     IF v_text IS NULL THEN
@@ -1147,7 +1153,7 @@ BEGIN
                CASE WHEN p_embedding IS NOT NULL
                     THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
                CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
-                    ELSE engram._fused_relevance(f.vr, f.lr) END AS relevance,
+                    ELSE engram._fused_relevance(f.vr, f.lr, m.content_tsv @@ v_exact) END AS relevance,
                m.trust_score, m.staleness_score, m.created_at
         FROM fused f JOIN engram.memories m ON m.id = f.id
     )

@@ -49,10 +49,23 @@ fn rank_score(relevance: f32, trust: f32, staleness: f32, staleness_weight: defa
     ) as f32
 }
 
-/// Reciprocal-rank fusion of a vector rank and a full-text rank (NULL = absent).
+/// Reciprocal-rank fusion of a vector rank and a full-text rank (NULL =
+/// absent); the full-text vote counts fully when the row matched an exact
+/// token of the query, else at engram-core's word-match weight.
 #[pg_extern(immutable, parallel_safe)]
-fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>) -> f32 {
-    search::fused_relevance(vector_rank, text_rank) as f32
+fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>, exact_match: Option<bool>) -> f32 {
+    let weight = if exact_match.unwrap_or(false) {
+        1.0
+    } else {
+        search::WORD_MATCH_WEIGHT
+    };
+    search::fused_relevance(vector_rank, text_rank, weight) as f32
+}
+
+/// The exact tokens of a query (ticket ids, codes, numbers, acronyms).
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _exact_tokens(query: &str) -> Vec<String> {
+    search::exact_tokens(query)
 }
 
 /// Relevance of a text-only match from ts_rank_cd(…, 32).
