@@ -44,7 +44,10 @@ BEGIN
 END
 $$;
 
--- 2. Tables (as in extension/sql/schema.sql).
+-- 2. Tables (as in extension/sql/schema.sql). Writers wait until the end
+-- of the update: a row written after the lists are built below and before
+-- their triggers exist would never be listed.
+LOCK TABLE engram.memories IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE engram.scope_entries (
     owner     text NOT NULL,
     list      bigint NOT NULL,
@@ -80,16 +83,15 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_quantize_wrapper';
 
 -- Hybrid fusion weighs a full-text match by whether it matched an exact
--- token of the query (a new argument of _fused_relevance).
-DROP FUNCTION engram._fused_relevance(bigint, bigint);
-CREATE FUNCTION engram."_fused_relevance"(
+-- token of the query (_weighted_fusion; _fused_relevance stays as it was).
+CREATE FUNCTION engram."_weighted_fusion"(
 	"vector_rank" bigint, /* Option < i64 > */
 	"text_rank" bigint, /* Option < i64 > */
 	"exact_match" bool /* Option < bool > */
 ) RETURNS real /* f32 */
 IMMUTABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', '_fused_relevance_wrapper';
+AS 'MODULE_PATHNAME', '_weighted_fusion_wrapper';
 
 CREATE FUNCTION engram."_exact_tokens"(
 	"query" TEXT /* & str */
@@ -110,7 +112,7 @@ INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
 SELECT m.owner, pg_catalog.hashtextextended(coalesce(m.internal_type, '') || '/' || l.tag, 0), m.id,
        engram._quantize(m.embedding::real[])
 FROM engram.memories m,
-     LATERAL (SELECT DISTINCT t FROM unnest(array_prepend('', m.tags)) t) AS l(tag)
+     LATERAL (SELECT DISTINCT t FROM unnest(array_prepend('', m.tags)) t WHERE t IS NOT NULL) AS l(tag)
 WHERE m.status = 'active' AND m.embedding IS NOT NULL;
 INSERT INTO engram.scope_sizes (owner, list, n)
 SELECT e.owner, e.list, count(*) FROM engram.scope_entries e GROUP BY e.owner, e.list;

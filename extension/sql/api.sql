@@ -352,6 +352,8 @@ DECLARE
     v_lists bigint;
     v_ids   uuid[];
     v_dists float8[];
+    v_q     bytea;
+    v_edge  float8;
 BEGIN
     IF p_query IS NULL THEN
         RETURN;
@@ -361,36 +363,50 @@ BEGIN
     WHERE c.oid = 'engram.memories'::regclass;
     IF s.owner IS NOT NULL AND s.space IS NULL AND s.group_id IS NULL AND s.statuses = '{active}' THEN
         v_keys := ARRAY(SELECT DISTINCT engram._list_key(s.internal_type, t)
-                        FROM unnest(array_prepend('', coalesce(s.tags_all, '{}'))) t);
+                        FROM unnest(array_prepend('', coalesce(s.tags_all, '{}'))) t WHERE t IS NOT NULL);
         SELECT z.list, z.n, count(*) OVER () INTO v_list, v_size, v_lists
         FROM engram.scope_sizes z WHERE z.owner = s.owner AND z.list = ANY (v_keys)
         ORDER BY z.n, z.list LIMIT 1;
-        IF coalesce(v_lists, 0) < cardinality(v_keys) OR v_size = 0 THEN
-            RETURN;  -- a list of the scope is empty: no memory with an embedding is in it
-        END IF;
-        IF v_size <= engram._setting_list_search_rows()
-           OR v_size / greatest(v_total, v_size) < engram._setting_hnsw_min_selectivity() THEN
-            EXECUTE
-                'WITH c AS MATERIALIZED (
-                     SELECT e.memory_id FROM engram.scope_entries e
-                     WHERE e.owner = $2 AND e.list = $16
-                     ORDER BY engram._qdist(e.qvec, $17) LIMIT $12)
-                 SELECT array_agg(m.id ORDER BY m.embedding <=> $1, m.id),
-                        array_agg(m.embedding <=> $1 ORDER BY m.embedding <=> $1, m.id)
-                 FROM c JOIN engram.memories m ON m.id = c.memory_id' || c_where
-                INTO v_ids, v_dists
-                USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                      s.session_id, s.created_after, s.created_before, p_n, v_cand,
-                      s.max_level, s.space, s.group_id, v_list, engram._quantize(p_query::real[]);
-            -- Complete when the whole list was reranked, or when enough
-            -- candidates passed the scope's other filters.
-            IF v_size <= v_cand OR coalesce(cardinality(v_ids), 0) >= p_n THEN
-                RETURN QUERY SELECT u.i, u.d FROM unnest(v_ids[1:p_n], v_dists[1:p_n]) AS u(i, d);
-                RETURN;
-            END IF;
-        ELSIF s.kinds IS NULL AND s.tags_any IS NULL AND s.session_id IS NULL AND s.created_after IS NULL
+        -- A list without a size row is empty, or was never built (a load
+        -- with triggers disabled): the planner-estimated path below is
+        -- right either way.
+        IF coalesce(v_lists, 0) = cardinality(v_keys)
+           AND (v_size <= engram._setting_list_search_rows()
+                OR v_size / greatest(v_total, v_size) < engram._setting_hnsw_min_selectivity()) THEN
+            v_q := engram._quantize(p_query::real[]);
+            LOOP
+                -- The v_cand nearest entries by int8 distance, reranked by
+                -- exact distance under the whole scope filter.
+                EXECUTE
+                    'WITH c AS MATERIALIZED (
+                         SELECT e.memory_id, engram._qdist(e.qvec, $17) AS d8 FROM engram.scope_entries e
+                         WHERE e.owner = $2 AND e.list = $16
+                         ORDER BY 2 LIMIT $12)
+                     SELECT array_agg(m.id ORDER BY m.embedding <=> $1, m.id),
+                            array_agg(m.embedding <=> $1 ORDER BY m.embedding <=> $1, m.id),
+                            (SELECT max(c2.d8) FROM c c2)
+                     FROM c JOIN engram.memories m ON m.id = c.memory_id' || c_where
+                    INTO v_ids, v_dists, v_edge
+                    USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                          s.session_id, s.created_after, s.created_before, p_n, v_cand,
+                          s.max_level, s.space, s.group_id, v_list, v_q;
+                -- Complete when the whole list was reranked, or when the
+                -- n-th row is nearer than any entry outside the candidates
+                -- can be: those are at least v_edge away in int8 distance,
+                -- which is within 0.01 of the exact one.
+                EXIT WHEN v_size <= v_cand;
+                EXIT WHEN coalesce(cardinality(v_ids), 0) >= p_n AND v_dists[p_n] <= v_edge - 0.01;
+                v_cand := v_cand * 4;
+            END LOOP;
+            RETURN QUERY SELECT u.i, u.d FROM unnest(v_ids[1:p_n], v_dists[1:p_n]) AS u(i, d);
+            RETURN;
+        ELSIF coalesce(v_lists, 0) = cardinality(v_keys) AND cardinality(v_keys) <= 2
+              AND s.kinds IS NULL AND s.tags_any IS NULL AND s.session_id IS NULL AND s.created_after IS NULL
               AND s.created_before IS NULL AND s.max_level IS NULL THEN
-            v_rows := v_size;  -- the list is the scope: no estimate needed
+            -- The list is the scope (one tag at most, no other filter): no
+            -- estimate needed. The intersection of several tags is smaller
+            -- than any one list, so those scopes take the estimate.
+            v_rows := v_size;
         END IF;
     END IF;
     IF v_rows IS NULL THEN
@@ -451,17 +467,22 @@ RETURNS SETOF engram.list_entry
 LANGUAGE sql IMMUTABLE AS $fn$
     SELECT p_owner, engram._list_key(p_internal_type, l.tag), p_id, q.qvec
     FROM (SELECT engram._quantize(p_embedding::real[]) AS qvec) q,
-         (SELECT DISTINCT t AS tag FROM unnest(array_prepend('', p_tags)) t) l
+         (SELECT DISTINCT t AS tag FROM unnest(array_prepend('', p_tags)) t WHERE t IS NOT NULL) l
 $fn$;
 
 -- Adds deltas to list sizes, in key order: concurrent writers lock the
 -- size rows in the same order and never deadlock.
+-- A list that became empty loses its size row: erasing an owner leaves
+-- nothing of it here.
 CREATE FUNCTION engram._resize_lists(p_owners text[], p_lists bigint[], p_deltas bigint[]) RETURNS void
 LANGUAGE sql AS $fn$
     INSERT INTO engram.scope_sizes AS z (owner, list, n)
     SELECT d.owner, d.list, sum(d.delta) FROM unnest(p_owners, p_lists, p_deltas) AS d(owner, list, delta)
     GROUP BY d.owner, d.list HAVING sum(d.delta) <> 0 ORDER BY d.owner, d.list
-    ON CONFLICT (owner, list) DO UPDATE SET n = z.n + excluded.n
+    ON CONFLICT (owner, list) DO UPDATE SET n = z.n + excluded.n;
+    DELETE FROM engram.scope_sizes z
+    USING (SELECT DISTINCT d.owner, d.list FROM unnest(p_owners, p_lists) AS d(owner, list)) d
+    WHERE z.owner = d.owner AND z.list = d.list AND z.n = 0;
 $fn$;
 
 -- AFTER INSERT, per statement: a bulk load quantizes and counts in one pass.
@@ -483,27 +504,41 @@ BEGIN
 END
 $fn$;
 
--- AFTER UPDATE of a listed column, per changed row: the old entries go, the
--- new ones (if the row is still active with an embedding) come.
+-- AFTER UPDATE, per statement: the rows whose owner, internal type, tags,
+-- status or embedding changed lose their entries and get new ones (if
+-- still active with an embedding), and every size changes in one sorted
+-- pass, so that concurrent statements lock size rows in the same order.
+-- Per statement rather than per row with a column list: a trigger naming
+-- the embedding column would block engram.configure's ALTER COLUMN TYPE.
 CREATE FUNCTION engram._lists_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_old bigint[];
-    v_new bigint[];
+    v_changed uuid[];
+    v_old     engram.list_entry[];
+    v_new     engram.list_entry[];
 BEGIN
-    WITH d AS (DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id RETURNING e.list)
-    SELECT array_agg(d.list) INTO v_old FROM d;
-    IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
-        WITH i AS (
-            INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-            SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
-            RETURNING scope_entries.list)
-        SELECT array_agg(i.list) INTO v_new FROM i;
+    SELECT array_agg(n.id) INTO v_changed
+    FROM old_rows o JOIN new_rows n ON n.id = o.id
+    WHERE (o.owner, o.internal_type, o.tags, o.status) IS DISTINCT FROM (n.owner, n.internal_type, n.tags, n.status)
+       OR o.embedding IS DISTINCT FROM n.embedding;
+    IF v_changed IS NULL THEN
+        RETURN NULL;  -- rescore, flag and the like: nothing listed changed
     END IF;
+    WITH d AS (
+        DELETE FROM engram.scope_entries e USING old_rows o
+        WHERE o.id = ANY (v_changed) AND e.owner = o.owner AND e.memory_id = o.id
+        RETURNING e.*)
+    SELECT array_agg(ROW(d.owner, d.list, d.memory_id, d.qvec)::engram.list_entry) INTO v_old FROM d;
+    WITH i AS (
+        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
+        SELECT x.* FROM new_rows n,
+               engram._list_entries(n.owner, n.internal_type, n.tags, n.id, n.embedding) x
+        WHERE n.id = ANY (v_changed) AND n.status = 'active' AND n.embedding IS NOT NULL
+        RETURNING scope_entries.*)
+    SELECT array_agg(ROW(i.owner, i.list, i.memory_id, i.qvec)::engram.list_entry) INTO v_new FROM i;
     PERFORM engram._resize_lists(
-        array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_old), 0)])
-            || array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_new), 0)]),
-        coalesce(v_old, '{}') || coalesce(v_new, '{}'),
+        ARRAY(SELECT x.owner FROM unnest(v_old) x) || ARRAY(SELECT x.owner FROM unnest(v_new) x),
+        ARRAY(SELECT x.list FROM unnest(v_old) x) || ARRAY(SELECT x.list FROM unnest(v_new) x),
         array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)])
             || array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
     RETURN NULL;
@@ -538,29 +573,19 @@ $fn$;
 
 CREATE TRIGGER scope_lists_insert AFTER INSERT ON engram.memories
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_inserted();
--- The update trigger names the embedding column, which blocks ALTER COLUMN
--- ... TYPE: engram.configure drops it around a dimension change and
--- recreates it here. Rows whose listed columns did not change (rescore,
--- flag, access-free updates) never call the trigger function.
-CREATE FUNCTION engram._create_list_update_trigger() RETURNS void
-LANGUAGE plpgsql AS $fn$
-BEGIN
-    CREATE TRIGGER scope_lists_update AFTER UPDATE OF owner, internal_type, tags, embedding, status ON engram.memories
-        FOR EACH ROW
-        WHEN (OLD.owner IS DISTINCT FROM NEW.owner OR OLD.internal_type IS DISTINCT FROM NEW.internal_type
-              OR OLD.tags IS DISTINCT FROM NEW.tags OR OLD.status IS DISTINCT FROM NEW.status
-              OR OLD.embedding IS DISTINCT FROM NEW.embedding)
-        EXECUTE FUNCTION engram._lists_updated();
-END
-$fn$;
-SELECT engram._create_list_update_trigger();
+CREATE TRIGGER scope_lists_update AFTER UPDATE ON engram.memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_updated();
 CREATE TRIGGER scope_lists_delete AFTER DELETE ON engram.memories
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_deleted();
 CREATE TRIGGER scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
 -- Full-text leg of search: matches of any query term, best ts_rank_cd first.
-CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer)
+-- A row matching an exact token of the query (p_exact: codes, ids,
+-- numbers) ranks above every row matching plain words only: its rank is
+-- ts_rank_cd + 1 (ts_rank_cd(..., 32) is below 1), so a ticket id is never
+-- buried under filler that shares many common words with a long question.
+CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer, p_exact tsquery DEFAULT NULL)
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
 ROWS 30
@@ -575,10 +600,11 @@ BEGIN
     END IF;
     PERFORM engram._check_scope(s);
     RETURN QUERY EXECUTE
-        'SELECT m.id, ts_rank_cd(m.content_tsv, $1, 32) FROM engram.memories m'
+        'SELECT m.id, (ts_rank_cd(m.content_tsv, $1, 32) + CASE WHEN m.content_tsv @@ $12 THEN 1 ELSE 0 END)::real
+         FROM engram.memories m'
         || engram._scope_filter() || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-              s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
+              s.session_id, s.created_after, s.created_before, p_n, p_exact,
               s.max_level, s.space, s.group_id;
 END
 $fn$;
@@ -605,9 +631,7 @@ BEGIN
                 USING ERRCODE = '55000';
         END IF;
         DROP INDEX engram.memories_embedding_hnsw;
-        DROP TRIGGER scope_lists_update ON engram.memories;
         EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', configure.embedding_dims);
-        PERFORM engram._create_list_update_trigger();
         CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
@@ -1120,6 +1144,8 @@ BEGIN
     v_pool := v_k;
     IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
         v_pool := greatest(v_pool, 100);
+    END IF;
+    IF v_text IS NOT NULL THEN
         SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
         FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
         WHERE numnode(q) > 0;
@@ -1144,7 +1170,7 @@ BEGIN
         WHERE p_embedding IS NOT NULL
     ), lex AS (
         SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
-        FROM engram._lexical(s, v_text, v_pool) l
+        FROM engram._lexical(s, v_text, v_pool, v_exact) l
     ), fused AS (
         SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
         FROM vec FULL JOIN lex ON lex.id = vec.id
@@ -1153,7 +1179,7 @@ BEGIN
                CASE WHEN p_embedding IS NOT NULL
                     THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
                CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
-                    ELSE engram._fused_relevance(f.vr, f.lr, m.content_tsv @@ v_exact) END AS relevance,
+                    ELSE engram._weighted_fusion(f.vr, f.lr, m.content_tsv @@ v_exact) END AS relevance,
                m.trust_score, m.staleness_score, m.created_at
         FROM fused f JOIN engram.memories m ON m.id = f.id
     )

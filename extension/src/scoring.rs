@@ -49,11 +49,19 @@ fn rank_score(relevance: f32, trust: f32, staleness: f32, staleness_weight: defa
     ) as f32
 }
 
+/// Reciprocal-rank fusion with an equal full-text vote: the 0.3.0 API's
+/// call. Kept so that a 0.3.0 database keeps working between installing
+/// this library and `ALTER EXTENSION engram UPDATE`.
+#[pg_extern(immutable, parallel_safe)]
+fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>) -> f32 {
+    search::fused_relevance(vector_rank, text_rank, 1.0) as f32
+}
+
 /// Reciprocal-rank fusion of a vector rank and a full-text rank (NULL =
 /// absent); the full-text vote counts fully when the row matched an exact
 /// token of the query, else at engram-core's word-match weight.
 #[pg_extern(immutable, parallel_safe)]
-fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>, exact_match: Option<bool>) -> f32 {
+fn _weighted_fusion(vector_rank: Option<i64>, text_rank: Option<i64>, exact_match: Option<bool>) -> f32 {
     let weight = if exact_match.unwrap_or(false) {
         1.0
     } else {

@@ -526,3 +526,42 @@ async fn a_memory_past_its_expiry_is_gone_from_reads_before_expire_runs() {
     assert_eq!(status, "created");
     assert_ne!(id, Some(brief));
 }
+
+#[tokio::test]
+async fn an_exact_token_is_not_buried_under_filler_sharing_common_words() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    // 20 memories share every plain word of the question and sit near its
+    // embedding; the one holding the error code shares few words and points
+    // elsewhere
+    for i in 0..20 {
+        create(
+            c,
+            "alice",
+            &format!("deploy to staging failed with an error, attempt {i}"),
+            &[1.0, 0.05 * i as f32, 0.0, 0.0],
+            "kind => 'episodic'",
+        )
+        .await;
+    }
+    let code = create(c, "alice", "E1203 on checkout", &[0.0, 0.0, 1.0, 0.0], "").await;
+    for query in [
+        "deploy to staging failed with error E1203",
+        "which deploy failed with E1203?",
+    ] {
+        let hybrid = ids(
+            c,
+            &format!(
+                "SELECT id FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', query_text => '{query}', k => 5)"
+            ),
+        )
+        .await;
+        assert_eq!(hybrid[0], code, "{query}: the exact-token hit ranks first");
+        let text = ids(
+            c,
+            &format!("SELECT id FROM engram.search(owner => 'alice', query_text => '{query}', k => 5)"),
+        )
+        .await;
+        assert_eq!(text[0], code, "{query}: text-only search ranks it first too");
+    }
+}

@@ -47,7 +47,10 @@ pub fn fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>, text_we
 /// (`OPS-4521`, `ERR_CONN_RESET`, `E1203`, `v2.3`, `500`, `SLA`). A token
 /// is a run of letters, digits and `-_./:#`, trimmed of those marks at its
 /// ends; it is exact when it has at least two characters and holds a
-/// digit, an underscore, or two or more capitals and no lower-case letter.
+/// digit, an underscore, a capital after a lower-case letter (`camelCase`,
+/// `NullPointerException`), or two or more capitals and no lower-case
+/// letter. Rare plain words (`pgbouncer`) are not told apart by their
+/// shape: they get the word-match weight.
 pub fn exact_tokens(text: &str) -> Vec<String> {
     let marks = |c: char| "-_./:#".contains(c);
     let mut out: Vec<String> = Vec::new();
@@ -60,7 +63,11 @@ pub fn exact_tokens(text: &str) -> Vec<String> {
         let underscore = token.contains('_');
         let capitals = token.chars().filter(|c| c.is_uppercase()).count();
         let lower = token.chars().any(|c| c.is_lowercase());
-        if (digit || underscore || (capitals >= 2 && !lower)) && !out.iter().any(|t| t == token) {
+        let camel = token
+            .chars()
+            .zip(token.chars().skip(1))
+            .any(|(a, b)| a.is_lowercase() && b.is_uppercase());
+        if (digit || underscore || camel || (capitals >= 2 && !lower)) && !out.iter().any(|t| t == token) {
             out.push(token.to_string());
         }
     }
@@ -126,6 +133,10 @@ mod tests {
             vec!["OPS-4521", "ERR_CONN_RESET", "E1203", "v2.3", "SLA"]
         );
         assert_eq!(exact_tokens("What breed is my dog? I asked Sam."), Vec::<String>::new());
+        assert_eq!(
+            exact_tokens("a NullPointerException in getUser"),
+            vec!["NullPointerException", "getUser"]
+        );
         assert_eq!(exact_tokens("rows: 500, 500 again; x1"), vec!["500", "x1"]);
         assert_eq!(exact_tokens("--- __ .. A"), Vec::<String>::new());
         assert_eq!(exact_tokens("Ünïcode ÄÖ 2026-11-25"), vec!["ÄÖ", "2026-11-25"]);
