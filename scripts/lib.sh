@@ -4,6 +4,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export ENGRAM_HOME="${ENGRAM_HOME:-$ROOT/.engram}"
+# The local embedder's files (scripts/setup installs them; engram-mcp, the
+# tests and the bench read these variables).
+export ENGRAM_MODEL_DIR="${ENGRAM_MODEL_DIR:-$ENGRAM_HOME/models/all-MiniLM-L6-v2}"
+export ENGRAM_ONNX_RUNTIME="${ENGRAM_ONNX_RUNTIME:-$ENGRAM_HOME/lib/libonnxruntime.so}"
 export DEBIAN_FRONTEND=noninteractive
 export PATH="$HOME/.cargo/bin:$PATH"
 # cargo's build output lives outside the clone, so that a fresh clone (CI runs

@@ -29,8 +29,11 @@ pub enum Command {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum EmbedderKind {
-    /// all-MiniLM-L6-v2 in-process (384 dimensions), no network
+    /// all-MiniLM-L6-v2 in-process with int8 weights on ONNX Runtime (384 dimensions), no network
     Local,
+    /// the same model in f32 with candle: the reference vectors, about three times slower
+    #[value(name = "local-f32")]
+    LocalF32,
     /// an OpenAI-compatible POST {url}/v1/embeddings
     Openai,
     /// Ollama's POST {url}/api/embed
@@ -58,9 +61,13 @@ pub struct ServeArgs {
     /// API key sent as a bearer token to the embedding service.
     #[arg(long, env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
     pub embedder_api_key: Option<String>,
-    /// Directory of the local model (config.json, model.safetensors, tokenizer.json).
+    /// Directory of the local model: tokenizer.json, plus model-int8.onnx (local) or config.json and
+    /// model.safetensors (local-f32). scripts/setup unpacks all of them.
     #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
     pub model_dir: PathBuf,
+    /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime wheel).
+    #[arg(long, env = "ENGRAM_ONNX_RUNTIME", default_value = ".engram/lib/libonnxruntime.so")]
+    pub onnx_runtime: PathBuf,
     /// Host names accepted in the Host header (DNS-rebinding protection), comma separated.
     #[arg(
         long,

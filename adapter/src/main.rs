@@ -19,6 +19,7 @@ use config::{Cli, Command, EmbedderKind, OriginPolicy, ServeArgs};
 use engram_embed::cache::Cached;
 use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
 use engram_embed::local::LocalEmbedder;
+use engram_embed::onnx::OnnxEmbedder;
 use engram_embed::Embedder;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -59,7 +60,8 @@ fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embed
         ..HttpOptions::default()
     };
     Ok(match args.embedder {
-        EmbedderKind::Local => Box::new(LocalEmbedder::load(&args.model_dir)?),
+        EmbedderKind::Local => Box::new(OnnxEmbedder::load(&args.model_dir, &args.onnx_runtime)?),
+        EmbedderKind::LocalF32 => Box::new(LocalEmbedder::load(&args.model_dir)?),
         EmbedderKind::Openai => {
             let (url, model) = service("openai")?;
             Box::new(OpenAiEmbedder::new(&url, &model, dims, options)?)

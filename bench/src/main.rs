@@ -14,6 +14,7 @@ mod stats;
 
 use clap::Parser;
 use data::{scope_tags, vec_text, Mixture};
+use engram_embed::onnx::OnnxEmbedder;
 use pgvector::Vector;
 use stats::{recall, Samples};
 use std::time::{Duration, Instant};
@@ -52,9 +53,12 @@ struct Args {
     /// engram-mcp binary for the MCP round-trip measurement.
     #[arg(long, env = "ENGRAM_MCP_BIN", default_value = "target/release/engram-mcp")]
     mcp_bin: std::path::PathBuf,
-    /// Local model directory for the embedder measurement.
+    /// Local model directory (int8 ONNX and f32 files) for the embedder, MCP and retrieval measurements.
     #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
     model_dir: std::path::PathBuf,
+    /// ONNX Runtime shared library for the int8 model.
+    #[arg(long, env = "ENGRAM_ONNX_RUNTIME", default_value = ".engram/lib/libonnxruntime.so")]
+    onnx_runtime: std::path::PathBuf,
     /// Skip the MCP and embedder measurements.
     #[arg(long, conflicts_with = "mcp_only")]
     no_mcp: bool,
@@ -143,6 +147,11 @@ async fn load(c: &Client, a: &Args) {
     )
     .await
     .expect("copy into engram");
+    // An HNSW build is several times slower once its graph outgrows
+    // maintenance_work_mem (1M x 384 needs about 2 GB); both cores help.
+    c.batch_execute("SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = 2")
+        .await
+        .expect("index build settings");
     for (what, sql) in [
         (
             "raw HNSW index",
@@ -246,12 +255,19 @@ fn print_search_table(rows: &[Row], baseline_p50: f64) {
     }
 }
 
+impl Args {
+    /// The default local embedder (int8 ONNX), as engram-mcp loads it.
+    fn local_model(&self) -> OnnxEmbedder {
+        OnnxEmbedder::load(&self.model_dir, &self.onnx_runtime).expect("local int8 model (run scripts/setup)")
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = Args::parse();
     let c = connect(&a.dsn).await;
     if a.retrieval_only {
-        return retrieval::eval(&c, &a.model_dir, &a.retrieval_data).await;
+        return retrieval::eval(&c, &a.local_model(), &a.retrieval_data).await;
     }
     let version: String = c
         .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
@@ -550,10 +566,14 @@ async fn mcp_and_embedder(c: &Client, a: &Args) {
     );
     progress("measuring the MCP round trip and the local embedder");
     println!();
-    mcp::recall_round_trip(c, &a.dsn, &a.mcp_bin, &a.model_dir, OWNER, 500).await;
+    mcp::recall_round_trip(c, &a.dsn, &a.mcp_bin, &a.model_dir, &a.onnx_runtime, OWNER, 500).await;
     println!();
-    mcp::embedder_throughput(&a.model_dir);
+    mcp::embedder_throughput(
+        &a.local_model(),
+        &a.model_dir,
+        &retrieval::turn_texts(&a.retrieval_data),
+    );
     println!();
     progress("measuring retrieval quality (hybrid vs full text vs vectors)");
-    retrieval::eval(c, &a.model_dir, &a.retrieval_data).await;
+    retrieval::eval(c, &a.local_model(), &a.retrieval_data).await;
 }

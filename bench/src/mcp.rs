@@ -4,7 +4,9 @@
 //! with a user token of the bench owner (revoked afterwards).
 
 use crate::stats::Samples;
+use engram_embed::cosine;
 use engram_embed::local::LocalEmbedder;
+use engram_embed::onnx::OnnxEmbedder;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,7 +33,15 @@ fn free_port() -> u16 {
 }
 
 /// Prints the MCP vs SQL recall table.
-pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Path, owner: &str, n: usize) {
+pub async fn recall_round_trip(
+    c: &Client,
+    dsn: &str,
+    bin: &Path,
+    model_dir: &Path,
+    onnx_runtime: &Path,
+    owner: &str,
+    n: usize,
+) {
     c.batch_execute(
         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'engram_mcp') THEN
              CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent; END IF; END $$",
@@ -52,6 +62,7 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
         // the last `user` wins: engram-mcp refuses to log in as a superuser
         .env("ENGRAM_DATABASE_URL", format!("{dsn} user=engram_mcp"))
         .env("ENGRAM_MODEL_DIR", model_dir)
+        .env("ENGRAM_ONNX_RUNTIME", onnx_runtime)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -189,31 +200,77 @@ pub async fn recall_round_trip(c: &Client, dsn: &str, bin: &Path, model_dir: &Pa
     .unwrap();
 }
 
-/// Prints the local embedder's throughput and latency.
-pub fn embedder_throughput(model_dir: &Path) {
-    let model = LocalEmbedder::load(model_dir).expect("local model (run scripts/setup)");
+/// Latency and throughput of one embedding function.
+struct EmbedTiming {
+    p50_ms: f64,
+    single_rate: f64,
+    batch_rate: f64,
+}
+
+fn time_embedder(embed: &dyn Fn(&[String]) -> Vec<Vec<f32>>) -> EmbedTiming {
     let one = vec![SENTENCE.to_string()];
     for _ in 0..5 {
-        model.embed_blocking(&one).unwrap();
+        embed(&one);
     }
     let mut single = Samples::default();
     for _ in 0..100 {
         let t = Instant::now();
-        model.embed_blocking(&one).unwrap();
+        embed(&one);
         single.push(t.elapsed(), 1.0, 1);
     }
     let batch: Vec<String> = (0..32).map(|i| format!("{SENTENCE} (case {i})")).collect();
-    model.embed_blocking(&batch).unwrap();
+    embed(&batch);
     let rounds = 10;
     let t = Instant::now();
     for _ in 0..rounds {
-        model.embed_blocking(&batch).unwrap();
+        embed(&batch);
     }
-    let batch_rate = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
-    let single_rate = single.latencies.len() as f64 / single.latencies.iter().map(|d| d.as_secs_f64()).sum::<f64>();
-    println!("| local embedder (all-MiniLM-L6-v2, candle, CPU) | value |");
+    EmbedTiming {
+        p50_ms: single.p50(),
+        single_rate: single.latencies.len() as f64 / single.latencies.iter().map(|d| d.as_secs_f64()).sum::<f64>(),
+        batch_rate: (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64(),
+    }
+}
+
+/// Prints the local embedders' latency and throughput (int8 ONNX, the
+/// default, and the f32 reference), and how far the int8 vectors are from
+/// the reference on the retrieval set's sentences.
+pub fn embedder_throughput(int8: &OnnxEmbedder, model_dir: &Path, texts: &[String]) {
+    let f32 = LocalEmbedder::load(model_dir).expect("local f32 model (run scripts/setup)");
+    let fast = time_embedder(&|t| int8.embed_blocking(t).unwrap());
+    let reference = time_embedder(&|t| f32.embed_blocking(t).unwrap());
+    println!("| local embedder (all-MiniLM-L6-v2, CPU) | int8, ONNX Runtime (default) | f32, candle (reference) |");
+    println!("|---|---:|---:|");
+    println!(
+        "| p50 latency, one 20-word sentence | {:.2} ms | {:.2} ms |",
+        fast.p50_ms, reference.p50_ms
+    );
+    println!(
+        "| throughput, one sentence per call | {:.0} sentences/s | {:.0} sentences/s |",
+        fast.single_rate, reference.single_rate
+    );
+    println!(
+        "| throughput, batches of 32 | {:.0} sentences/s | {:.0} sentences/s |",
+        fast.batch_rate, reference.batch_rate
+    );
+    let a = int8.embed_blocking(texts).unwrap();
+    let b = f32.embed_blocking(texts).unwrap();
+    let same: Vec<f32> = a.iter().zip(&b).map(|(x, y)| cosine(x, y)).collect();
+    let mut worst_pair = 0f32;
+    for i in 0..texts.len() {
+        for j in i + 1..texts.len() {
+            worst_pair = worst_pair.max((cosine(&a[i], &a[j]) - cosine(&b[i], &b[j])).abs());
+        }
+    }
+    println!();
+    println!(
+        "| int8 against f32, {} sentences of the retrieval set | value |",
+        texts.len()
+    );
     println!("|---|---:|");
-    println!("| p50 latency, one 20-word sentence | {:.2} ms |", single.p50());
-    println!("| throughput, one sentence per call | {single_rate:.0} sentences/s |");
-    println!("| throughput, batches of 32 | {batch_rate:.0} sentences/s |");
+    println!(
+        "| lowest cosine between a sentence's int8 and f32 vectors | {:.4} |",
+        same.iter().cloned().fold(1.0, f32::min)
+    );
+    println!("| largest change of a pair's cosine (int8 vs f32) | {worst_pair:.4} |");
 }

@@ -4,7 +4,7 @@
 //! three ways (full text alone, vectors alone, both fused) and scored by
 //! the share of its evidence turns found in the top 5 and top 10.
 
-use engram_embed::local::LocalEmbedder;
+use engram_embed::onnx::OnnxEmbedder;
 use pgvector::Vector;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -37,8 +37,32 @@ fn text(v: &Value, name: &str) -> String {
         .to_string()
 }
 
+fn read_data(data_path: &Path) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(data_path).unwrap_or_else(|e| panic!("cannot read {}: {e}", data_path.display())),
+    )
+    .expect("retrieval data is not JSON")
+}
+
+/// Every turn's text (the embedder section compares precisions on them).
+pub fn turn_texts(data_path: &Path) -> Vec<String> {
+    let data = read_data(data_path);
+    field(&data, "sessions")
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .flat_map(|s| {
+            field(s, "turns")
+                .as_array()
+                .expect("turns")
+                .iter()
+                .map(|t| text(t, "text"))
+        })
+        .collect()
+}
+
 /// Stores the chat (replacing an earlier run's) and returns the questions.
-async fn load(c: &Client, model: &LocalEmbedder, data: &Value) -> Vec<Question> {
+async fn load(c: &Client, model: &OnnxEmbedder, data: &Value) -> Vec<Question> {
     c.execute("DELETE FROM engram.memories WHERE owner = $1", &[&OWNER])
         .await
         .unwrap();
@@ -93,13 +117,9 @@ async fn load(c: &Client, model: &LocalEmbedder, data: &Value) -> Vec<Question> 
 
 /// Prints recall@5 and recall@10 of full text, vectors and hybrid search,
 /// overall and per question type.
-pub async fn eval(c: &Client, model_dir: &Path, data_path: &Path) {
-    let data: Value = serde_json::from_slice(
-        &std::fs::read(data_path).unwrap_or_else(|e| panic!("cannot read {}: {e}", data_path.display())),
-    )
-    .expect("retrieval data is not JSON");
-    let model = LocalEmbedder::load(model_dir).expect("local model (run scripts/setup)");
-    let questions = load(c, &model, &data).await;
+pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
+    let data = read_data(data_path);
+    let questions = load(c, model, &data).await;
     let search = c
         .prepare(
             "SELECT metadata ->> 'turn' FROM engram.search(owner => $1, query_embedding => $2, query_text => $3, k => 10)",

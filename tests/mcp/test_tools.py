@@ -198,7 +198,7 @@ async def test_stateless_json_mode(stateless_server, tokens):
 
 async def test_health_and_metrics(server):
     h = httpx.get(server + "/health").json()
-    assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2"}
+    assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2-int8"}
     m = httpx.get(server + "/metrics").text
     assert 'engram_tool_calls_total{tool="memory_remember"}' in m
     assert "engram_embed_cache_hits_total" in m and "engram_db_pool_connections" in m

@@ -9,22 +9,14 @@
 //! The pairs are in tests/data/conflicts.json: `dev` pairs were used to
 //! choose the rules in engram-core's `conflict`, `held_out` pairs were not.
 
-use engram_embed::local::LocalEmbedder;
+use engram_embed::onnx::OnnxEmbedder;
 use engram_embed::Embedder;
 use engram_tests::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 const LABELS: [&str; 3] = ["contradictions", "paraphrases", "compatible"];
 const REASONS: [&str; 4] = ["similar", "correction", "changed_value", "negation"];
-
-fn model_dir() -> PathBuf {
-    PathBuf::from(
-        std::env::var("ENGRAM_MODEL_DIR")
-            .unwrap_or_else(|_| format!("{}/../.engram/models/all-MiniLM-L6-v2", env!("CARGO_MANIFEST_DIR"))),
-    )
-}
 
 struct Outcome {
     split: String,
@@ -48,14 +40,15 @@ async fn first_hit(db: &TestDb, owner: &str, query: &str) -> Uuid {
         .get(0)
 }
 
-async fn embed(model: &LocalEmbedder, text: &str) -> String {
+async fn embed(model: &OnnxEmbedder, text: &str) -> String {
     vec_text(&model.embed(&[text.to_string()]).await.expect("embed").remove(0))
 }
 
 #[tokio::test]
 async fn conflicts_on_the_labelled_set() {
     let data: Value = serde_json::from_str(include_str!("../data/conflicts.json")).unwrap();
-    let model = LocalEmbedder::load(&model_dir()).expect("run scripts/setup to unpack the local model");
+    // The model engram-mcp uses by default (int8).
+    let model = OnnxEmbedder::from_env().expect("run scripts/setup to unpack the local model");
     let db = TestDb::new(384).await;
     let remember = "SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2,
                         embedding => $3::text::vector, force => $4)";

