@@ -148,8 +148,10 @@ async fn load(c: &Client, a: &Args) {
     .await
     .expect("copy into engram");
     // An HNSW build is several times slower once its graph outgrows
-    // maintenance_work_mem (1M x 384 needs about 2 GB); both cores help.
-    c.batch_execute("SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = 2")
+    // maintenance_work_mem (1M x 384 needs about 2 GB); both cores help. A
+    // parallel build keeps the graph in shared memory: /dev/shm must hold it
+    // (containers default to 64 MB; give them --shm-size).
+    c.batch_execute("SET maintenance_work_mem = '3GB'; SET max_parallel_maintenance_workers = 2")
         .await
         .expect("index build settings");
     for (what, sql) in [

@@ -67,16 +67,19 @@ async fn the_int8_model_stays_within_001_of_the_reference() {
     // and pairwise similarities move by less than 0.01 (conflict and
     // duplicate thresholds are cosines).
     let f32 = LocalEmbedder::load(&model_dir()).expect("run scripts/setup to unpack the local model");
-    let texts: Vec<String> = [
+    let mut texts: Vec<String> = [
         "The standup is at 9 every weekday in the small meeting room.",
         "Correction: the standup moved to 10 starting next Monday.",
         "Deploy failed with error E4021 after the migration timed out.",
         "Priya prefers tea over coffee in the afternoon.",
         "Ticket ENG-2291 tracks the flaky login test on CI.",
         "We agreed to ship the billing export before the end of the quarter.",
+        "Tea.",
     ]
     .map(String::from)
     .to_vec();
+    // Longer than the 256 tokens both models keep: cut at the same place.
+    texts.push("The migration runbook has many steps and each one is checked twice. ".repeat(30));
     let a = int8.embed(&texts).await.unwrap();
     let b = f32.embed(&texts).await.unwrap();
     for i in 0..texts.len() {
