@@ -307,15 +307,22 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT pg_catalog.hashtextextended(coalesce(p_internal_type, '') || '/' || p_tag, 0)
 $fn$;
 
--- Two statements of _knn as static SQL. The list path's rerank: the p_cand entries of list $16 nearest
+-- The list path's rerank (see _knn): the p_cand entries of list $16 nearest
 -- to the int8 query $17, reranked by exact distance to $1 under the scope
 -- filter, and the largest int8 distance among them. Its parameters are the
 -- filter's positional ones ($2..$15 as in _scope_filter, $11 the rows
 -- wanted, $12 the candidates), so the filter text is pasted in unchanged
--- and the statement is static: plpgsql caches its plan, and a generic plan
--- (index-only scan of the list, top-n, primary-key lookups) is forced.
--- Dynamic SQL re-planned this query on every search: 0.25-0.4 ms of
--- planning against ~0.15 ms of execution for a small list.
+-- and the statement is static: plpgsql caches its plan. Dynamic SQL
+-- re-planned it on every search (0.25-0.4 ms of planning against ~0.15 ms
+-- of execution for a small list). The one right plan is forced, since a
+-- generic plan cannot see the values: an index-only scan of the list's
+-- range (with scan types off, not a sequential scan that a large list's
+-- estimate would pick), top-n, then one primary-key lookup per candidate
+-- (the LATERAL with OFFSET 0 is never flattened into a join); no JIT, which
+-- the generic plan's cost estimate would otherwise buy for ~13 ms per call,
+-- and no parallel workers. The HNSW walk
+-- stays dynamic: a generic plan estimates one matching row and sorts the
+-- table instead of walking the index.
 DO $gen$
 BEGIN
     EXECUTE format($f$
@@ -325,37 +332,22 @@ CREATE FUNCTION engram._list_rerank(
     OUT ids uuid[], OUT dists float8[], OUT edge float8)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET max_parallel_workers_per_gather = 0
+SET jit = off
 AS $body$
 BEGIN
     WITH c AS MATERIALIZED (
         SELECT e.memory_id, engram._qdist(e.qvec, $17) AS d8 FROM engram.scope_entries e
         WHERE e.owner = $2 AND e.list = $16
         ORDER BY 2 LIMIT $12)
-    SELECT array_agg(m.id ORDER BY m.embedding <=> $1, m.id),
-           array_agg(m.embedding <=> $1 ORDER BY m.embedding <=> $1, m.id),
-           (SELECT max(c2.d8) FROM c c2)
+    SELECT array_agg(m.id ORDER BY m.d, m.id), array_agg(m.d ORDER BY m.d, m.id), (SELECT max(c2.d8) FROM c c2)
     INTO ids, dists, edge
-    FROM c JOIN engram.memories m ON m.id = c.memory_id %s AND m.embedding IS NOT NULL;
-END
-$body$$f$, engram._scope_filter());
-    -- The HNSW walk of _knn's broad scopes, static for the same reason: the
-    -- walk's plan is the same for every value (the HNSW index in distance
-    -- order, the filter applied to what it returns).
-    EXECUTE format($f$
-CREATE FUNCTION engram._hnsw_walk(
-    vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text)
-RETURNS TABLE (id uuid, distance float8)
-LANGUAGE plpgsql STABLE
-ROWS 30
-SET plan_cache_mode = force_generic_plan
-AS $body$
-BEGIN
-    RETURN QUERY
-    WITH c AS MATERIALIZED (
-        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s AND m.embedding IS NOT NULL
-        ORDER BY m.embedding <=> $1 LIMIT $12)
-    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11;
+    FROM c CROSS JOIN LATERAL (
+        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s
+           AND m.embedding IS NOT NULL AND m.id = c.memory_id
+        OFFSET 0) m;
 END
 $body$$f$, engram._scope_filter());
 END
@@ -486,10 +478,13 @@ BEGIN
     PERFORM set_config('hnsw.ef_search',
         least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
         true);
-    RETURN QUERY SELECT w.id, w.distance
-        FROM engram._hnsw_walk(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                               s.session_id, s.created_after, s.created_before, p_n, v_fetch,
-                               s.max_level, s.space, s.group_id) w;
+    RETURN QUERY EXECUTE
+        'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || '
+             ORDER BY m.embedding <=> $1 LIMIT $12)
+         SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
+        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+              s.session_id, s.created_after, s.created_before, p_n, v_fetch,
+              s.max_level, s.space, s.group_id;
 END
 $fn$;
 

@@ -160,4 +160,37 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
             assert!(recall >= 0.95, "{plan}, {tag}: recall@10 {recall:.3} < 0.95");
         }
     }
+
+    // The list rerank runs a cached generic plan (engram._list_rerank): it
+    // must read the list through its index range, never by a sequential
+    // scan of every entry (what a generic estimate picks for a large list).
+    // More calls than the plan cache's five custom plans, in one
+    // transaction, whose own scan counters Postgres keeps.
+    c.batch_execute("RESET engram.list_search_rows; BEGIN").await.unwrap();
+    for centre in centroids.iter().take(8) {
+        let q = vec_text(&rng.near(centre, 0.15));
+        c.query(
+            "SELECT id FROM engram.search(owner => 'o', query_embedding => $1::text::vector, k => 10,
+                                          tags_all => '{p5}')",
+            &[&q],
+        )
+        .await
+        .unwrap();
+    }
+    let row = c
+        .query_one(
+            // for a table: its sequential scans; for an index: its scans
+            "SELECT pg_stat_get_xact_numscans('engram.scope_entries'::regclass),
+                    pg_stat_get_xact_numscans('engram.scope_entries_list'::regclass)",
+            &[],
+        )
+        .await
+        .unwrap();
+    c.batch_execute("COMMIT").await.unwrap();
+    let (seq_scans, list_index_scans): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        list_index_scans >= 8,
+        "list searches use the list index: {list_index_scans}"
+    );
+    assert_eq!(seq_scans, 0, "no sequential scan of engram.scope_entries");
 }
