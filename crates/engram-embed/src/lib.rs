@@ -19,6 +19,7 @@ pub mod local;
 pub mod onnx;
 
 use async_trait::async_trait;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -53,6 +54,20 @@ impl Embedder for Box<dyn Embedder> {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts).await
     }
+}
+
+/// Runs an in-process model on tokio's blocking pool: embedding is
+/// CPU-bound and must not hold up the async workers.
+pub(crate) async fn off_thread<M, F>(model: &Arc<M>, texts: &[String], run: F) -> Result<Vec<Vec<f32>>, EmbedError>
+where
+    M: Send + Sync + 'static,
+    F: FnOnce(&M, &[String]) -> Result<Vec<Vec<f32>>, EmbedError> + Send + 'static,
+{
+    let model = Arc::clone(model);
+    let texts = texts.to_vec();
+    tokio::task::spawn_blocking(move || run(&model, &texts))
+        .await
+        .map_err(|e| EmbedError::Model(format!("embedding task: {e}")))?
 }
 
 /// Checks that every vector has `expected` dimensions.

@@ -148,11 +148,6 @@ impl Embedder for LocalEmbedder {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // CPU-bound: keep it off the async workers.
-        let model = Arc::clone(&self.inner);
-        let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || model.embed(&texts))
-            .await
-            .map_err(|e| EmbedError::Model(format!("embedding task: {e}")))?
+        crate::off_thread(&self.inner, texts, |m, t| m.embed(t)).await
     }
 }
