@@ -570,12 +570,10 @@ async fn mcp_and_embedder(c: &Client, a: &Args) {
     println!();
     mcp::recall_round_trip(c, &a.dsn, &a.mcp_bin, &a.model_dir, &a.onnx_runtime, OWNER, 500).await;
     println!();
-    mcp::embedder_throughput(
-        &a.local_model(),
-        &a.model_dir,
-        &retrieval::turn_texts(&a.retrieval_data),
-    );
+    // One load for both measurements: each load builds a session per core.
+    let model = a.local_model();
+    mcp::embedder_throughput(&model, &a.model_dir, &retrieval::turn_texts(&a.retrieval_data));
     println!();
     progress("measuring retrieval quality (hybrid vs full text vs vectors)");
-    retrieval::eval(c, &a.local_model(), &a.retrieval_data).await;
+    retrieval::eval(c, &model, &a.retrieval_data).await;
 }
