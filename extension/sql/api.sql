@@ -1216,7 +1216,8 @@ BEGIN
                CASE WHEN p_embedding IS NOT NULL
                     THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
                CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
-                    ELSE engram._weighted_fusion(f.vr, f.lr, m.content_tsv @@ v_exact) END AS relevance,
+                    -- the text leg ranks exact-token matches at 1 and above
+                    ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
                m.trust_score, m.staleness_score, m.created_at
         FROM fused f JOIN engram.memories m ON m.id = f.id
     )
