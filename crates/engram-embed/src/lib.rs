@@ -56,6 +56,27 @@ impl Embedder for Box<dyn Embedder> {
     }
 }
 
+/// Where scripts/setup installs the local embedder's files: `$ENGRAM_HOME`
+/// as scripts/lib.sh exports it, else this checkout's `.engram/`.
+const SETUP_HOME: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.engram");
+
+/// The local model's directory as scripts/setup leaves it:
+/// `$ENGRAM_MODEL_DIR`, else the checkout's `.engram/models/all-MiniLM-L6-v2`
+/// (the tests and the bench load it from here).
+pub fn installed_model_dir() -> std::path::PathBuf {
+    std::env::var_os("ENGRAM_MODEL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|| format!("{SETUP_HOME}/models/all-MiniLM-L6-v2").into())
+}
+
+/// The ONNX Runtime library as scripts/setup leaves it:
+/// `$ENGRAM_ONNX_RUNTIME`, else the checkout's `.engram/lib/libonnxruntime.so`.
+pub fn installed_onnx_runtime() -> std::path::PathBuf {
+    std::env::var_os("ENGRAM_ONNX_RUNTIME")
+        .map(Into::into)
+        .unwrap_or_else(|| format!("{SETUP_HOME}/lib/libonnxruntime.so").into())
+}
+
 /// Runs an in-process model on tokio's blocking pool: embedding is
 /// CPU-bound and must not hold up the async workers.
 pub(crate) async fn off_thread<M, F>(model: &Arc<M>, texts: &[String], run: F) -> Result<Vec<Vec<f32>>, EmbedError>

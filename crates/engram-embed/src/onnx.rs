@@ -144,16 +144,10 @@ impl OnnxEmbedder {
         Ok(OnnxEmbedder { inner: Arc::new(model) })
     }
 
-    /// Loads the model where scripts/setup puts it: `$ENGRAM_MODEL_DIR` and
-    /// `$ENGRAM_ONNX_RUNTIME` (set by scripts/lib.sh), else the checkout's
-    /// `.engram/`. The tests and the bench use this.
+    /// Loads the model where scripts/setup puts it
+    /// ([`crate::installed_model_dir`], [`crate::installed_onnx_runtime`]).
     pub fn from_env() -> Result<OnnxEmbedder, EmbedError> {
-        let home = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.engram");
-        let var = |name: &str, default: String| PathBuf::from(std::env::var(name).unwrap_or(default));
-        OnnxEmbedder::load(
-            &var("ENGRAM_MODEL_DIR", format!("{home}/models/all-MiniLM-L6-v2")),
-            &var("ENGRAM_ONNX_RUNTIME", format!("{home}/lib/libonnxruntime.so")),
-        )
+        OnnxEmbedder::load(&crate::installed_model_dir(), &crate::installed_onnx_runtime())
     }
 
     /// Embeds synchronously on the calling thread (CPU-bound).

@@ -7,15 +7,7 @@
 
 use engram_embed::local::LocalEmbedder;
 use engram_embed::onnx::OnnxEmbedder;
-use engram_embed::{cosine, Embedder};
-use std::path::PathBuf;
-
-fn model_dir() -> PathBuf {
-    PathBuf::from(
-        std::env::var("ENGRAM_MODEL_DIR")
-            .unwrap_or_else(|_| format!("{}/../../.engram/models/all-MiniLM-L6-v2", env!("CARGO_MANIFEST_DIR"))),
-    )
-}
+use engram_embed::{cosine, installed_model_dir as model_dir, Embedder};
 
 fn reference_texts() -> Vec<String> {
     [
