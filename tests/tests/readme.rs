@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn readme_session() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
+    // The checkout's path at run time (cargo test sets it): a path fixed at
+    // compile time names whichever clone built the shared target directory.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
+    let readme = std::fs::read_to_string(format!("{dir}/../README.md")).expect("README.md");
     let section = readme
         .split("## A 30-second SQL session")
         .nth(1)

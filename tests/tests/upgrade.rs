@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0, 0.2.0 and 0.3.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0, 0.2.0, 0.3.0 and 0.4.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -406,4 +406,141 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
         .unwrap()
         .get(0);
     assert_eq!(home, 2);
+}
+
+#[tokio::test]
+async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
+    let (name, old) = install("0.4.0").await;
+    // A populated 0.4.0 database: tagged memories of two owners (so scope
+    // lists and sizes exist), a ghost memory, an archived one, an event, a
+    // token.
+    let tea = create(
+        &old,
+        "alice",
+        "alice drinks green tea",
+        &[1.0, 0.0, 0.0, 0.0],
+        "tags => '{drinks,home}'",
+    )
+    .await;
+    let chess = create(
+        &old,
+        "alice",
+        "alice plays chess",
+        &[0.0, 1.0, 0.0, 0.0],
+        "tags => '{games}'",
+    )
+    .await;
+    let gone = create(
+        &old,
+        "alice",
+        "alice lived in Lyon",
+        &[0.0, 0.0, 0.0, 1.0],
+        "tags => '{home}'",
+    )
+    .await;
+    create(
+        &old,
+        "bob",
+        "bob drinks coffee",
+        &[0.9, 0.1, 0.0, 0.0],
+        "tags => '{drinks}'",
+    )
+    .await;
+    create(
+        &old,
+        "bob",
+        "bob told alice's ghost a secret",
+        &[0.0, 0.0, 1.0, 0.0],
+        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
+    )
+    .await;
+    old.batch_execute(&format!(
+        "SELECT engram.forget(owner => 'alice', id => '{gone}');
+         SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
+                               session_id => 's1');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // The lists and their sizes are data too: the update keeps them as they are.
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding,
+                                              m.internal_type), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id, e.qvec), ','
+                                          ORDER BY e.owner, e.list, e.memory_id) FROM engram.scope_entries e)
+                    || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
+                        FROM engram.scope_sizes z)
+                    || (SELECT count(*)::text FROM engram.events)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+
+    // Searches of the 0.4.0 rows, bound by the 0.4.0 token: through the
+    // home list, and through the HNSW walk (the list path turned off).
+    let app = connect_as(&name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("0.4.0 token binds");
+    let ids = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>();
+    let home = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(home), vec![tea], "the archived memory stays out of the home list");
+    app.batch_execute(
+        "SET LOCAL engram.list_search_rows = 0; SET LOCAL engram.hnsw_min_selectivity = 0;
+         SET LOCAL engram.exact_search_rows = 0",
+    )
+    .await
+    .unwrap();
+    let walked = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(walked), vec![chess, tea]);
+    app.batch_execute("COMMIT").await.unwrap();
+
+    // The recreated triggers keep the lists: a new write is listed, a forget unlisted.
+    let porto = create(
+        &old,
+        "alice",
+        "alice moved to Porto",
+        &[0.0, 0.0, 0.5, 0.5],
+        "tags => '{home}'",
+    )
+    .await;
+    old.batch_execute(&format!("SELECT engram.forget(owner => 'alice', id => '{tea}')"))
+        .await
+        .unwrap();
+    let listed: Vec<Uuid> = old
+        .query(
+            "SELECT memory_id FROM engram.scope_entries WHERE owner = 'alice' AND list = engram._list_key(NULL, 'home')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(listed, vec![porto]);
+    let home_size: i64 = old
+        .query_one(
+            "SELECT n FROM engram.scope_sizes WHERE owner = 'alice' AND list = engram._list_key(NULL, 'home')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(home_size, 1);
 }

@@ -360,7 +360,7 @@ fn listed(tool: &str, has_internal: bool) -> bool {
 #[tool_handler(
     router = self.tool_router,
     name = "engram-mcp",
-    version = "0.4.0", // a literal for the macro; a test keeps it equal to the crate version
+    version = "0.5.0", // a literal for the macro; a test keeps it equal to the crate version
     instructions = "engram: long-term memory. Search before you answer from memory; remember durable facts, events \
                     and procedures; update or flag memories that turn out wrong. Errors say how to recover."
 )]
