@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over Streamable HTTP (POST/GET/DELETE /mcp), plus GET /health and GET /metrics.
     Serve(ServeArgs),
+    /// Serve MCP over standard input and output, for desktop clients that launch their servers as
+    /// subprocesses. The caller's token comes from ENGRAM_TOKEN; logs go to standard error.
+    Stdio(StdioArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -40,15 +43,59 @@ pub enum EmbedderKind {
     Ollama,
 }
 
+/// `engram-mcp serve`: the HTTP listener's own flags, then the common ones.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: String,
     /// Address to listen on. A non-loopback address requires at least one token (engram.create_token);
     /// requests without a token are served only on a loopback address, from loopback, while no token exists.
     #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Host names accepted in the Host header (DNS-rebinding protection), comma separated.
+    #[arg(
+        long,
+        env = "ENGRAM_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,::1"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in the Origin header (scheme://host[:port|:*]), comma separated. Requests
+    /// without an Origin (every non-browser client) always pass; "*" accepts any origin, "" none.
+    #[arg(
+        long,
+        env = "ENGRAM_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+    )]
+    pub allowed_origins: Vec<String>,
+    /// Serve without MCP sessions: every POST is answered with plain JSON.
+    #[arg(long, env = "ENGRAM_STATELESS")]
+    pub stateless: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `engram-mcp stdio`: one caller for the life of the process, the one its
+/// token names. Internal contexts (X-Internal-Type, X-Ghost-*) and X-User-Id
+/// have no stdio form: a platform agent that needs them talks HTTP.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StdioArgs {
+    /// The caller's token (engram.create_token). Without one, stdio is served only while the database has
+    /// never had a token (the local owner), as on a loopback HTTP listener.
+    #[arg(long = "token", env = "ENGRAM_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The conversation's session id, as X-Session-Id would give it (memory_capture, memory_context).
+    #[arg(long, env = "ENGRAM_SESSION_ID")]
+    pub session_id: Option<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// What every server mode needs: the database, the embedder, the tools.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: String,
     /// Embedding provider.
     #[arg(long, env = "ENGRAM_EMBEDDER", value_enum, default_value_t = EmbedderKind::Local)]
     pub embedder: EmbedderKind,
@@ -68,23 +115,6 @@ pub struct ServeArgs {
     /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime wheel).
     #[arg(long, env = "ENGRAM_ONNX_RUNTIME", default_value = ".engram/lib/libonnxruntime.so")]
     pub onnx_runtime: PathBuf,
-    /// Host names accepted in the Host header (DNS-rebinding protection), comma separated.
-    #[arg(
-        long,
-        env = "ENGRAM_ALLOWED_HOSTS",
-        value_delimiter = ',',
-        default_value = "localhost,127.0.0.1,::1"
-    )]
-    pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted in the Origin header (scheme://host[:port|:*]), comma separated. Requests
-    /// without an Origin (every non-browser client) always pass; "*" accepts any origin, "" none.
-    #[arg(
-        long,
-        env = "ENGRAM_ALLOWED_ORIGINS",
-        value_delimiter = ',',
-        default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
-    )]
-    pub allowed_origins: Vec<String>,
     /// Tool groups to serve, or `all`: core (the nine memory_* tools), internal (the five memory_internal_*
     /// tools, listed only to requests with X-Internal-Type), workspace (memory_workspace_*, memory_state_*),
     /// events (memory_capture, memory_context, memory_summarize, memory_sessions), slots (memory_slot_*),
@@ -114,9 +144,6 @@ pub struct ServeArgs {
     /// batch takes a burst of captures.
     #[arg(long, env = "ENGRAM_EMBED_BATCH_WAIT_MS", default_value_t = 20)]
     pub embed_batch_wait_ms: u64,
-    /// Serve without MCP sessions: every POST is answered with plain JSON.
-    #[arg(long, env = "ENGRAM_STATELESS")]
-    pub stateless: bool,
     /// Cosine similarity at which memory_remember reports a conflict (calibrated for the local model; see docs/MCP.md).
     #[arg(long, env = "ENGRAM_CONFLICT_THRESHOLD")]
     pub conflict_threshold: Option<f32>,

@@ -5,6 +5,7 @@ mod caller;
 mod config;
 mod db;
 mod metrics;
+mod stdio;
 mod summarizer;
 mod tools;
 
@@ -15,7 +16,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 use clap::Parser;
-use config::{Cli, Command, EmbedderKind, OriginPolicy, ServeArgs};
+use config::{Cli, Command, CommonArgs, EmbedderKind, OriginPolicy, ServeArgs};
 use engram_embed::cache::Cached;
 use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
 use engram_embed::local::LocalEmbedder;
@@ -33,17 +34,21 @@ const EMBED_CACHE_ENTRIES: usize = 10_000;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Logs go to standard error in every mode: over stdio, standard output
+    // is the protocol.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,engram_mcp=info".into()),
         )
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
+        Command::Stdio(args) => stdio::run(args).await,
     }
 }
 
-fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
+fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
     let service = |what: &str| -> anyhow::Result<(String, String)> {
         let url = args
             .embedder_url
@@ -73,9 +78,18 @@ fn build_embedder(args: &ServeArgs, dims: usize) -> anyhow::Result<Box<dyn Embed
     })
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// What every server mode starts with: the database checked (login role,
+/// dimension), the embedder loaded and probed, the background worker
+/// running.
+pub(crate) struct Started {
+    pub shared: Arc<Shared>,
+    pub db: db::Db,
+    pub role: String,
+    pub dims: i32,
+}
+
+pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     // Flags first: a typo should not wait for the model to load.
-    let origins = config::origin_policy(&args.allowed_origins)?;
     let groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
     let limits = db::Limits {
         pool_wait: std::time::Duration::from_millis(args.pool_wait_ms),
@@ -90,7 +104,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .dims()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the engram database: {e}"))?;
-    let embedder = build_embedder(&args, dims as usize)?;
+    let embedder = build_embedder(args, dims as usize)?;
     if embedder.dims() != dims as usize {
         bail!(
             "the embedder {} produces {} dimensions but the database stores {dims}; run \
@@ -103,13 +117,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // A check against a real embedding service at start-up, not at the first call.
     let probe = embedder.embed(&["engram start-up check".to_string()]).await?;
     engram_embed::check_dims(&probe, dims as usize)?;
-    if !args.listen.ip().is_loopback() && !db.has_tokens().await.map_err(|e| anyhow::anyhow!("{e}"))? {
-        bail!(
-            "refusing to listen on {} without tokens: anyone could read and write memories. Create one with \
-             SELECT engram.create_token(owner => '...', label => '...'), or listen on 127.0.0.1",
-            args.listen
-        );
-    }
     let summarizer = match &args.summarizer_url {
         Some(url) => Some(summarizer::Summarizer::new(
             url,
@@ -130,6 +137,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         background,
     });
     tokio::spawn(background::run(shared.clone(), worker));
+    Ok(Started { shared, db, role, dims })
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let origins = config::origin_policy(&args.allowed_origins)?;
+    let Started { shared, db, role, dims } = start(&args.common).await?;
+    if !args.listen.ip().is_loopback() && !db.has_tokens().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        bail!(
+            "refusing to listen on {} without tokens: anyone could read and write memories. Create one with \
+             SELECT engram.create_token(owner => '...', label => '...'), or listen on 127.0.0.1",
+            args.listen
+        );
+    }
 
     let cancel = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default()

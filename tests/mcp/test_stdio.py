@@ -1,0 +1,94 @@
+"""engram-mcp stdio through the Python SDK's stdio client: the process a
+desktop client launches, with the caller's token in ENGRAM_TOKEN. Same
+binding, scopes and tools as over HTTP; no internal context."""
+
+import contextlib
+import os
+import subprocess
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from conftest import BIN, HOST, MODEL_DIR, PORT, call, new_database, psql
+from test_tools import CORE, EVENTS, INTERNAL, WORKSPACE
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_env(database, token=None, **extra):
+    env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=engram_mcp dbname={database}",
+               ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn", **extra)
+    env.pop("ENGRAM_TOKEN", None)
+    if token is not None:
+        env["ENGRAM_TOKEN"] = token
+    return env
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(database, token=None, *args, **extra):
+    params = StdioServerParameters(command=BIN, args=["stdio", *args], env=stdio_env(database, token, **extra))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def test_stdio_serves_the_tokens_owner(database, tokens):
+    async with stdio_session(database, tokens["alice"]) as s:
+        tools = {t.name for t in (await s.list_tools()).tools}
+        assert tools == CORE | WORKSPACE | EVENTS
+        assert not tools & INTERNAL, "no internal context over stdio"
+        r, err = await call(s, "memory_remember", content="stdio: Alice's build server is named hopper",
+                            tags=["infra"])
+        assert not err and r["status"] == "created", r
+        mem = r["id"]
+        r, err = await call(s, "memory_search", query="what is the build server called?")
+        assert not err and r["results"][0]["id"] == mem
+    # written for the token's owner, audited with the token's label
+    assert psql(database, f"SELECT owner FROM engram.memories WHERE id = '{mem}'") == "alice"
+    assert psql(database, f"SELECT token_label FROM engram.audit_log WHERE memory_id = '{mem}' "
+                          "AND action = 'remember'") == "pytest"
+    # another token's process sees none of it, by search or by id
+    async with stdio_session(database, tokens["bob"]) as s:
+        r, err = await call(s, "memory_search", query="what is the build server called?")
+        assert not err and mem not in [h["id"] for h in r["results"]]
+        r, err = await call(s, "memory_recall", id=mem)
+        assert err and "not found" in r.lower()
+
+
+async def test_stdio_session_id_reaches_capture(database, tokens):
+    async with stdio_session(database, tokens["alice"], ENGRAM_SESSION_ID="stdio-s1") as s:
+        r, err = await call(s, "memory_capture", event_type="observation", content="stdio capture works")
+        assert not err, r
+    assert psql(database, "SELECT count(*) FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id "
+                          "WHERE e.owner = 'alice' AND e.session_id = 'stdio-s1' "
+                          "AND m.content = 'stdio capture works'") == "1"
+
+
+def start_fails(database, token):
+    """Runs engram-mcp stdio with no client; returns (exit code, stderr)."""
+    p = subprocess.run([BIN, "stdio"], env=stdio_env(database, token), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stderr
+
+
+def test_stdio_refuses_a_bad_or_missing_token(database, tokens):
+    code, err = start_fails(database, "eg_not_a_token")
+    assert code != 0 and "ENGRAM_TOKEN is unknown" in err, err
+    code, err = start_fails(database, None)
+    assert code != 0 and "set ENGRAM_TOKEN" in err, err
+    revoked = psql(database, "SELECT engram.create_token(owner => 'alice', label => 'stdio-revoked')")
+    psql(database, "SELECT engram.revoke_token(label => 'stdio-revoked', owner => 'alice')")
+    code, err = start_fails(database, revoked)
+    assert code != 0 and "ENGRAM_TOKEN is unknown" in err, err
+
+
+async def test_stdio_without_tokens_serves_the_local_owner():
+    database = new_database()  # never had a token
+    async with stdio_session(database) as s:
+        r, err = await call(s, "memory_remember", content="stdio: local notes stay local")
+        assert not err and r["status"] == "created", r
+    # the database's anonymous owner (the engram.anonymous_owner setting), as engram.bind(NULL) binds it
+    owner = psql(database, f"SELECT owner FROM engram.memories WHERE id = '{r['id']}'")
+    assert owner == psql(database, "SELECT engram._setting_anonymous_owner()") and owner
