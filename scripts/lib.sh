@@ -97,6 +97,31 @@ CONF
   fi
 }
 
+# cluster_replica PRIMARY PRIMARY_PORT NAME PORT: a new streaming hot standby
+# of cluster PRIMARY under $ENGRAM_HOME/NAME (pg_basebackup -R: it connects
+# back over PRIMARY's socket as postgres), started on PORT. Replaces any
+# earlier NAME.
+cluster_replica() {
+  local primary="$1" primary_port="$2" name="$3" port="$4"
+  local dir; dir="$(cluster_dir "$name")"
+  local data="$dir/pgdata" sock="$dir/run"
+  cluster_stop "$name"
+  rm -rf "$dir"
+  mkdir -p "$dir" "$sock"
+  chown postgres:postgres "$dir" "$sock"
+  ensure_postgres_can_reach "$dir"
+  step "streaming standby '$name' of '$primary' on port $port (pg_basebackup -R)"
+  as_postgres "$PG_BIN/pg_basebackup" -h "$(cluster_dir "$primary")/run" -p "$primary_port" -U postgres \
+    -D "$data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 ||
+    die "pg_basebackup failed; see $dir/basebackup.log"
+  # The primary's engram.conf came along; the standby gets its own port and socket.
+  sed -i -e "s|^port = .*|port = $port|" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$sock'|" \
+    "$data/engram.conf"
+  echo "hot_standby = on" >>"$data/engram.conf"
+  as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -t 60 start -l "$dir/postgres.log" >/dev/null ||
+    die "the standby did not start; see $dir/postgres.log"
+}
+
 cluster_stop() {
   local data; data="$(cluster_dir "$1")/pgdata"
   if [ -s "$data/PG_VERSION" ] && as_postgres "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then

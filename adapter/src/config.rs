@@ -96,6 +96,12 @@ pub struct CommonArgs {
     /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: String,
+    /// A hot standby of that database (streaming replication): the read-only tools (memory_search,
+    /// memory_recall, memory_list, memory_context, ...) are served there, writes by the primary. Replication
+    /// is asynchronous unless the primary says otherwise, so a read may briefly miss a write just made
+    /// (see docs/SCALING.md). When the standby is unreachable, reads fall back to the primary.
+    #[arg(long, env = "ENGRAM_READ_DATABASE_URL")]
+    pub read_database_url: Option<String>,
     /// Embedding provider.
     #[arg(long, env = "ENGRAM_EMBEDDER", value_enum, default_value_t = EmbedderKind::Local)]
     pub embedder: EmbedderKind,

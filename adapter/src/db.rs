@@ -14,6 +14,22 @@ use tokio_postgres::{NoTls, Row};
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
+    /// A hot standby's pool (--read-database-url) for the calls of
+    /// read-only tools; None sends everything to `pool`.
+    read: Option<Pool>,
+}
+
+tokio::task_local! {
+    /// Set while a read-only tool runs (see [`reading`]).
+    static READ_ONLY: bool;
+}
+
+/// Runs a read-only tool's body: its database calls may go to the read
+/// replica. A standby answers them with the same rows, row-level security
+/// and token binding; engram records access statistics only in transactions
+/// that can write, so the reads write nothing there.
+pub async fn reading<F: std::future::Future>(body: F) -> F::Output {
+    READ_ONLY.scope(true, body).await
 }
 
 /// A failed database call: the SQLSTATE (when Postgres raised it) and message.
@@ -72,7 +88,19 @@ pub struct Limits {
 }
 
 impl Db {
-    pub fn connect(url: &str, max_size: usize, limits: &Limits) -> anyhow::Result<Db> {
+    /// Pools for the primary and, when `read_url` is given, a read replica.
+    pub fn connect(url: &str, read_url: Option<&str>, max_size: usize, limits: &Limits) -> anyhow::Result<Db> {
+        let read = match read_url {
+            Some(u) => Some(Self::pool(u, max_size, limits).map_err(|e| anyhow::anyhow!("--read-database-url: {e}"))?),
+            None => None,
+        };
+        Ok(Db {
+            pool: Self::pool(url, max_size, limits)?,
+            read,
+        })
+    }
+
+    fn pool(url: &str, max_size: usize, limits: &Limits) -> anyhow::Result<Pool> {
         let mut config: tokio_postgres::Config = url.parse()?;
         // One slow owner cannot hold a connection forever.
         config.options(format!("-c statement_timeout={}", limits.statement_timeout.as_millis()));
@@ -92,7 +120,15 @@ impl Db {
                 recycle: Some(Duration::from_secs(10)),
             })
             .build()?;
-        Ok(Db { pool })
+        Ok(pool)
+    }
+
+    /// The replica's pool, if there is one (start-up checks it like the primary).
+    pub fn replica(&self) -> Option<Db> {
+        self.read.as_ref().map(|read| Db {
+            pool: read.clone(),
+            read: None,
+        })
     }
 
     /// Refuses a login role that would bypass the database's checks: a
@@ -147,7 +183,20 @@ impl Db {
             &ghost(|i| i.ghost_space.as_deref()),
             &ghost(|i| i.ghost_group.as_deref()),
         ];
-        self.pipelined(BIND, &bind, sql, params).await
+        if let Some(read) = self
+            .read
+            .as_ref()
+            .filter(|_| READ_ONLY.try_with(|r| *r).unwrap_or(false))
+        {
+            match Self::pipelined(read, BIND, &bind, sql, params).await {
+                // The replica unreachable or saturated: the primary answers.
+                Err(e) if e.code.is_none() => {
+                    tracing::warn!(error = %e, "read replica unavailable; reading from the primary")
+                }
+                result => return result,
+            }
+        }
+        Self::pipelined(&self.pool, BIND, &bind, sql, params).await
     }
 
     /// A statement outside any binding: the token and catalogue functions
@@ -168,13 +217,13 @@ impl Db {
     /// transaction before the connection serves anyone else.
     /// Statements are prepared once per connection.
     async fn pipelined(
-        &self,
+        pool: &Pool,
         bind_sql: &str,
         bind_params: &[&(dyn ToSql + Sync)],
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, DbError> {
-        let client = self.pool.get().await?;
+        let client = pool.get().await?;
         let bind = client.prepare_cached(bind_sql).await?;
         let stmt = client.prepare_cached(sql).await?;
         let (begun, bound, rows, committed) = tokio::join!(

@@ -95,11 +95,22 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         pool_wait: std::time::Duration::from_millis(args.pool_wait_ms),
         statement_timeout: std::time::Duration::from_millis(args.statement_timeout_ms),
     };
-    let db = db::Db::connect(&args.database_url, args.pool_size, &limits)?;
+    let db = db::Db::connect(
+        &args.database_url,
+        args.read_database_url.as_deref(),
+        args.pool_size,
+        &limits,
+    )?;
     let role = db
         .check_login_role()
         .await
         .map_err(|e| anyhow::anyhow!("cannot use the engram database: {e}"))?;
+    if let Some(replica) = db.replica() {
+        replica
+            .check_login_role()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot use the read replica (--read-database-url): {e}"))?;
+    }
     let dims = db
         .dims()
         .await

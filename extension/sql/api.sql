@@ -1180,6 +1180,25 @@ BEGIN
 END
 $fn$;
 
+-- The access statistics of an owner's memories (of p_ids only, when
+-- given), for readers that show them. Empty on a hot standby: memory_access
+-- is UNLOGGED (see schema.sql), and Postgres refuses to even plan a query
+-- that names an unlogged table during recovery, so the readers (recall,
+-- list) name this function instead and work on a standby, with zero
+-- counts. plpgsql plans the SELECT only when it runs.
+CREATE FUNCTION engram._accesses(p_owner text, p_ids uuid[] DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, access_count bigint, last_accessed_at timestamptz)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT a.memory_id, a.access_count, a.last_accessed_at FROM engram.memory_access a
+    WHERE (p_owner IS NULL OR a.owner = p_owner) AND (p_ids IS NULL OR a.memory_id = ANY (p_ids));
+END
+$fn$;
+
 -- Records a search that found nothing (engram.misses, shown by stats), like
 -- _touch skipped in read-only transactions. The query text is cut at 1000
 -- characters.
@@ -1350,7 +1369,7 @@ LANGUAGE sql STABLE AS $fn$
            (SELECT count(*) FROM engram.revisions v WHERE v.memory_id = r.id),
            coalesce(a.access_count, 0), a.last_accessed_at
     FROM (SELECT 1) one
-    LEFT JOIN engram.memory_access a ON a.memory_id = r.id
+    LEFT JOIN engram._accesses(r.owner, ARRAY[r.id]) a ON a.memory_id = r.id
 $fn$;
 
 CREATE FUNCTION engram.recall(
@@ -1419,7 +1438,7 @@ BEGIN
                    WHEN 'importance' THEN m.importance::text::numeric
                    ELSE coalesce(a.access_count, 0)::numeric END AS key_num
         FROM engram.memories m
-        LEFT JOIN engram.memory_access a ON a.memory_id = m.id
+        LEFT JOIN engram._accesses(s.owner) a ON a.memory_id = m.id
         WHERE (s.owner IS NULL OR m.owner = s.owner)
           -- an active memory past its expiry lists as expired
           AND CASE WHEN m.status = 'active' AND m.expires_at <= now() THEN v_status = 'expired'
@@ -1655,6 +1674,164 @@ $fn$;
 -- Idempotent pg_cron jobs (by name): engram-expire and engram-rescore, and
 -- engram-purge when purge_cron is given (removed when it is not). The same
 -- call twice leaves the same jobs.
+-- Right to erasure for a whole owner, for DBAs: every row that belongs to
+-- `owner` goes in one transaction: memories (their revisions, events and
+-- publications by foreign key, their scope-list entries by trigger), access
+-- statistics, misses, slots, workspaces and states, ghost settings, grants
+-- given by or to the owner, group memberships, tokens, and the owner's
+-- audit rows. What stays is one audit row recording the erasure (who, when,
+-- how many rows of each kind), the only place the name remains.
+CREATE FUNCTION engram.erase_owner(owner text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner  text := nullif(btrim(erase_owner.owner), '');
+    v_counts jsonb := '{}';
+    n        bigint;
+BEGIN
+    PERFORM engram._check_planted();
+    IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'erase_owner needs the owner to erase, e.g. SELECT engram.erase_owner(owner => ''alice'')'
+            USING ERRCODE = '22004';
+    END IF;
+    -- Waits for the owner's writes in flight; later ones wait for this one.
+    PERFORM engram._lock_owner(v_owner);
+    DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('access_rows', n);
+    DELETE FROM engram.memories m WHERE m.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('memories', n);
+    -- Rows of other tables that name the owner (revisions, events and
+    -- publications of its memories went with them).
+    DELETE FROM engram.revisions r WHERE r.owner = v_owner;
+    DELETE FROM engram.events e WHERE e.owner = v_owner;
+    DELETE FROM engram.publications p WHERE p.owner = v_owner;
+    DELETE FROM engram.slots x WHERE x.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('slots', n);
+    DELETE FROM engram.workspaces w WHERE w.owner = v_owner;  -- states by foreign key
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('workspaces', n);
+    DELETE FROM engram.states x WHERE x.owner = v_owner;
+    DELETE FROM engram.ghost_settings g WHERE g.owner = v_owner;
+    DELETE FROM engram.grants g WHERE g.owner = v_owner OR g.accessor = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('grants', n);
+    DELETE FROM engram.group_members g WHERE g.member = v_owner;
+    DELETE FROM engram.tokens t WHERE t.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('tokens', n);
+    DELETE FROM engram.misses x WHERE x.owner = v_owner;
+    DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
+    DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
+    DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('audit_rows', n);
+    DELETE FROM engram.owner_locks l WHERE l.owner = v_owner;
+    PERFORM engram._audit(v_owner, 'erase_owner', NULL, v_counts);
+    RETURN v_counts;
+END
+$fn$;
+
+-- Export and import (engram-mcp export / import; docs/OPERATIONS.md): one
+-- JSON object per memory, with its embedding (pgvector's text form, exact),
+-- tags, metadata, status and lifecycle columns, and its revisions. For
+-- DBAs: both are not executable by PUBLIC.
+
+-- A page of `owner`'s memories (every status), in id order after `after`.
+CREATE FUNCTION engram.export_memories(owner text DEFAULT NULL, after uuid DEFAULT NULL, lim integer DEFAULT 500)
+RETURNS TABLE (id uuid, memory jsonb)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_planted();
+    IF export_memories.owner IS NULL OR btrim(export_memories.owner) = '' THEN
+        RAISE EXCEPTION 'export_memories needs the owner to export, e.g. export_memories(owner => ''alice'')'
+            USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT m.id,
+           to_jsonb(m) - 'content_tsv' - 'content_sha256' - 'dedup_key'
+           || jsonb_build_object('revisions', coalesce(
+                  (SELECT jsonb_agg(to_jsonb(r) - 'owner' - 'memory_id' ORDER BY r.revision)
+                   FROM engram.revisions r WHERE r.memory_id = m.id), '[]'::jsonb))
+    FROM engram.memories m
+    WHERE m.owner = export_memories.owner AND (export_memories.after IS NULL OR m.id > export_memories.after)
+    ORDER BY m.id
+    LIMIT least(greatest(coalesce(export_memories.lim, 500), 1), 10000);
+END
+$fn$;
+
+-- Writes one exported memory for `owner` (or the owner it names), keeping
+-- its id, timestamps, status and revisions; `embedding` replaces the
+-- exported one (a re-embedding with another model). Idempotent: 'exists'
+-- when the id is already this owner's, 'duplicate' when an active memory
+-- with the same content and scope is, else 'created'. An id that belongs
+-- to another owner is refused.
+CREATE FUNCTION engram.import_memory(owner text DEFAULT NULL, memory jsonb DEFAULT NULL, embedding vector DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := coalesce(nullif(btrim(import_memory.owner), ''), import_memory.memory ->> 'owner');
+    r       engram.memories;
+    v_other text;
+    v_vec   vector;
+BEGIN
+    PERFORM engram._check_planted();
+    IF import_memory.memory IS NULL OR jsonb_typeof(import_memory.memory) <> 'object'
+       OR NOT (import_memory.memory ? 'id') OR NOT (import_memory.memory ? 'content') THEN
+        RAISE EXCEPTION 'import_memory needs one exported memory: a JSON object with at least id and content (engram.export_memories writes them)'
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_owner IS NULL OR v_owner = '' THEN
+        RAISE EXCEPTION 'import_memory needs an owner: pass owner => ''alice'' or import a memory that names one'
+            USING ERRCODE = '22004';
+    END IF;
+    -- The embedding is read apart: the row type's column has the database's
+    -- dimension, and an export from another model must reach the check
+    -- below (a clear error), not a cast error.
+    r := jsonb_populate_record(NULL::engram.memories, import_memory.memory - 'content_tsv' - 'embedding');
+    PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(coalesce(r.metadata, '{}')),
+        octet_length(coalesce(r.metadata, '{}')::text), r.importance, r.author_type, r.internal_type);
+    v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
+    PERFORM engram._check_vector(v_vec, 'embedding');
+    PERFORM engram._lock_owner(v_owner);
+    SELECT m.owner INTO v_other FROM engram.memories m WHERE m.id = r.id;
+    IF v_other = v_owner THEN
+        RETURN 'exists';
+    ELSIF v_other IS NOT NULL THEN
+        RAISE EXCEPTION 'memory % belongs to another owner; import into that owner, or export again with new ids', r.id
+            USING ERRCODE = '23505';
+    END IF;
+    r.dedup_key := engram._dedup_key(r.content, r.internal_type, engram._scope_of(coalesce(r.tags, '{}')),
+                                     coalesce(r.kind, 'semantic'), r.session_id);
+    IF coalesce(r.status, 'active') = 'active' AND EXISTS (
+        SELECT 1 FROM engram.memories m WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = r.dedup_key) THEN
+        RETURN 'duplicate';
+    END IF;
+    INSERT INTO engram.memories
+        (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, status, archive_reason, archive_note, merged_into, flagged_at, flag_count,
+         flag_reason, correction_count, revision, trust_score, staleness_score, session_id, created_at,
+         updated_at, expires_at, archived_at, access_level)
+    VALUES
+        (r.id, v_owner, coalesce(r.kind, 'semantic'), coalesce(r.source, 'memory'), r.internal_type, r.content,
+         sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, coalesce(r.tags, '{}'),
+         coalesce(r.metadata, '{}'), v_vec, coalesce(r.author_type, 'agent'), coalesce(r.importance, 0.5),
+         coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
+         coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
+         coalesce(r.trust_score, 0.7), coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
+         coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5));
+    INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
+                                  reason, is_correction, changed_by)
+    SELECT r.id, v.revision, v_owner, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
+           v.is_correction, v.changed_by
+    FROM jsonb_populate_recordset(NULL::engram.revisions, coalesce(import_memory.memory -> 'revisions', '[]')) v;
+    PERFORM engram._audit(v_owner, 'import', r.id,
+        jsonb_build_object('reembedded', import_memory.embedding IS NOT NULL));
+    RETURN 'created';
+END
+$fn$;
+
 CREATE FUNCTION engram.schedule_maintenance(
     expire_cron text DEFAULT '*/5 * * * *',
     rescore_cron text DEFAULT '17 3 * * *',
@@ -3205,6 +3382,9 @@ CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING 
 -- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;

@@ -44,7 +44,7 @@ async def test_stdio_serves_the_tokens_owner(database, tokens):
         assert not err and r["status"] == "created", r
         mem = r["id"]
         r, err = await call(s, "memory_search", query="what is the build server called?")
-        assert not err and r["results"][0]["id"] == mem
+        assert not err and mem in [h["id"] for h in r["results"][:3]], r
     # written for the token's owner, audited with the token's label
     assert psql(database, f"SELECT owner FROM engram.memories WHERE id = '{mem}'") == "alice"
     assert psql(database, f"SELECT token_label FROM engram.audit_log WHERE memory_id = '{mem}' "

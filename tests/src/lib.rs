@@ -16,10 +16,17 @@ fn env(name: &str) -> String {
 }
 
 async fn connect(db: &str, user: &str) -> Client {
+    connect_at("ENGRAM_TEST", db, user).await
+}
+
+/// A connection to the cluster whose socket directory and port are in
+/// `{prefix}_HOST` and `{prefix}_PORT`.
+async fn connect_at(prefix: &str, db: &str, user: &str) -> Client {
     let mut config = tokio_postgres::Config::new();
+    let port = format!("{prefix}_PORT");
     config
-        .host_path(env("ENGRAM_TEST_HOST"))
-        .port(env("ENGRAM_TEST_PORT").parse().expect("ENGRAM_TEST_PORT"))
+        .host_path(env(&format!("{prefix}_HOST")))
+        .port(env(&port).parse().expect("a port number"))
         .user(user)
         .dbname(db);
     let (client, conn) = config
@@ -134,6 +141,37 @@ pub async fn empty_database() -> (String, Client) {
 /// A connection to `db` as `user`.
 pub async fn connect_as(db: &str, user: &str) -> Client {
     connect(db, user).await
+}
+
+/// A connection to `db` as `user` on the test cluster's streaming standby
+/// (scripts/test starts it: ENGRAM_TEST_REPLICA_HOST, ENGRAM_TEST_REPLICA_PORT).
+pub async fn connect_replica(db: &str, user: &str) -> Client {
+    connect_at("ENGRAM_TEST_REPLICA", db, user).await
+}
+
+/// Waits until the standby has replayed everything the primary has written
+/// so far (at most 30 s).
+pub async fn wait_for_replay(primary: &Client, standby: &Client) {
+    let lsn: String = primary
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .expect("primary LSN")
+        .get(0);
+    for _ in 0..300 {
+        let done: bool = standby
+            .query_one(
+                "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false)",
+                &[&lsn],
+            )
+            .await
+            .expect("standby replay LSN")
+            .get(0);
+        if done {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the standby did not replay up to {lsn} within 30 s");
 }
 
 /// A restricted session whose every statement runs in its own transaction
@@ -267,4 +305,35 @@ pub fn axis(dims: usize, i: usize, t: f32) -> Vec<f32> {
     v[i % dims] = 1.0;
     v[(i + 1) % dims] += t;
     v
+}
+
+/// Runs psql on `db` with `input` on standard input (so that meta-commands
+/// such as \gset work), stopping at the first error.
+pub fn psql(db: &str, input: &str) -> (bool, String) {
+    use std::io::Write;
+    let host = std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test");
+    let port = std::env::var("ENGRAM_TEST_PORT").expect("run through scripts/test");
+    let mut child = std::process::Command::new("psql")
+        .args([
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            &host,
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-d",
+            db,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql runs");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
 }

@@ -1,7 +1,7 @@
 //! The README's 30-second SQL session works exactly as printed: this test
 //! runs that block through psql, in a fresh database, and checks its output.
 
-use std::process::Command;
+use engram_tests::psql;
 
 fn readme_session() -> String {
     // The checkout's path at run time (cargo test sets it): a path fixed at
@@ -15,37 +15,6 @@ fn readme_session() -> String {
     let start = section.find("```sql\n").expect("sql block") + "```sql\n".len();
     let end = section[start..].find("```").expect("end of sql block");
     section[start..start + end].to_string()
-}
-
-/// Runs psql on `db` with `input` on standard input (so that meta-commands
-/// such as \gset work), stopping at the first error.
-fn psql(db: &str, input: &str) -> (bool, String) {
-    use std::io::Write;
-    let host = std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test");
-    let port = std::env::var("ENGRAM_TEST_PORT").expect("run through scripts/test");
-    let mut child = Command::new("psql")
-        .args([
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            &host,
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "-d",
-            db,
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("psql runs");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 #[test]

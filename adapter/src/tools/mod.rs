@@ -277,7 +277,20 @@ impl EngramServer {
         let span = tracing::info_span!("tool", tool = name);
         // --tools is enforced here, at call time, not only in tools/list.
         let result = if self.shared.groups.serves(name) {
-            body.instrument(span.clone()).await
+            // A tool that tells clients it is read-only may be served by the
+            // read replica (--read-database-url): the annotation clients see
+            // is the one routing rule.
+            let read_only = self
+                .tool_router
+                .get(name)
+                .and_then(|t| t.annotations.as_ref())
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false);
+            if read_only {
+                crate::db::reading(body.instrument(span.clone())).await
+            } else {
+                body.instrument(span.clone()).await
+            }
         } else {
             Err(format!(
                 "{name} is not enabled on this server: its tool group '{}' is not in --tools",
@@ -407,6 +420,7 @@ mod tests {
         let info = <EngramServer as ServerHandler>::get_info(&EngramServer::new(Arc::new(Shared {
             db: Db::connect(
                 "host=/nonexistent user=x",
+                None,
                 1,
                 &crate::db::Limits {
                     pool_wait: std::time::Duration::from_secs(1),

@@ -1,0 +1,159 @@
+//! The preconditions of running engram on Citus (docs/SCALING.md), checked on
+//! the catalog of a fresh install, since Citus itself is not on the
+//! registries this project builds from:
+//!
+//! * every public function is routable by owner (its first argument is
+//!   `owner`) or is listed in docs/SCALING.md under one of the other kinds
+//!   (ghost reads, database-wide jobs, reference-table functions, pure
+//!   functions): a new function fails here until someone decides how it
+//!   runs on a cluster;
+//! * every table is either owner-scoped (an `owner` column) or one of the
+//!   reference tables the document names;
+//! * Citus requires every primary key and unique index of a distributed
+//!   table to include the distribution column. The owner-scoped tables whose
+//!   keys do not are exactly the ones docs/SCALING.md lists with the key
+//!   they need: a new table that breaks the rule, or a fixed one still
+//!   listed, fails here, so the document and the schema cannot drift.
+
+use engram_tests::*;
+use std::collections::BTreeSet;
+
+/// docs/SCALING.md, read at run time from this checkout.
+fn scaling_md() -> String {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
+    std::fs::read_to_string(format!("{dir}/../docs/SCALING.md")).expect("docs/SCALING.md")
+}
+
+/// The backquoted names in the rows of the markdown table under `heading`
+/// whose first cell is `kind` (a row: `| kind | `a`, `b` | why |`).
+fn listed(doc: &str, heading: &str, kind: &str) -> BTreeSet<String> {
+    let section = doc
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("docs/SCALING.md has a '{heading}' section"));
+    let section = section.split("\n## ").next().unwrap();
+    let mut names = BTreeSet::new();
+    for line in section.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() > 3 && cells[1] == kind {
+            for part in cells[2].split('`').skip(1).step_by(2) {
+                names.insert(part.trim_end_matches("()").to_string());
+            }
+        }
+    }
+    assert!(!names.is_empty(), "'{heading}' lists nothing under '{kind}'");
+    names
+}
+
+fn set(rows: Vec<tokio_postgres::Row>) -> BTreeSet<String> {
+    rows.iter().map(|r| r.get::<_, String>(0)).collect()
+}
+
+#[tokio::test]
+async fn every_public_function_is_owner_first_or_classified() {
+    let db = TestDb::new(4).await;
+    let doc = scaling_md();
+    let not_owner_first = set(db
+        .admin
+        .query(
+            "SELECT DISTINCT p.proname::text FROM pg_proc p
+             WHERE p.pronamespace = 'engram'::regnamespace AND p.proname !~ '^_'
+               AND coalesce(p.proargnames[1], '') <> 'owner'",
+            &[],
+        )
+        .await
+        .unwrap());
+    let heading = "## Functions";
+    let mut classified = BTreeSet::new();
+    for kind in ["ghost read", "database-wide job", "reference tables", "pure"] {
+        classified.extend(listed(&doc, heading, kind));
+    }
+    let unclassified: Vec<_> = not_owner_first.difference(&classified).collect();
+    assert!(
+        unclassified.is_empty(),
+        "public functions that neither take owner first nor are classified in docs/SCALING.md: {unclassified:?}"
+    );
+    let stale: Vec<_> = classified.difference(&not_owner_first).collect();
+    assert!(
+        stale.is_empty(),
+        "docs/SCALING.md classifies functions that take owner first or do not exist: {stale:?}"
+    );
+    // The owner-first functions really take it first (not merely a
+    // parameter called owner somewhere): a text first argument.
+    let bad: Vec<String> = db
+        .admin
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p
+             WHERE p.pronamespace = 'engram'::regnamespace AND p.proname !~ '^_'
+               AND p.proargnames[1] = 'owner' AND p.proargtypes[0] <> 'text'::regtype",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(bad.is_empty(), "owner must be text: {bad:?}");
+}
+
+#[tokio::test]
+async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
+    let db = TestDb::new(4).await;
+    let doc = scaling_md();
+    let tables = set(db
+        .admin
+        .query(
+            "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r'",
+            &[],
+        )
+        .await
+        .unwrap());
+    let owner_scoped = set(db
+        .admin
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+             WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r'
+               AND a.attname = 'owner' AND NOT a.attisdropped",
+            &[],
+        )
+        .await
+        .unwrap());
+    let reference = listed(&doc, "## Tables", "reference");
+    let distributed = listed(&doc, "## Tables", "distributed");
+    let mut documented = reference.clone();
+    documented.extend(distributed.iter().cloned());
+    assert_eq!(
+        documented, tables,
+        "docs/SCALING.md's table list differs from the schema"
+    );
+    let not_owner_scoped: BTreeSet<_> = distributed.difference(&owner_scoped).cloned().collect();
+    assert!(
+        not_owner_scoped.is_empty(),
+        "distributed tables without an owner column: {not_owner_scoped:?}"
+    );
+
+    // Citus: every primary key and unique index of a distributed table
+    // includes the distribution column.
+    let narrow_keys = set(db
+        .admin
+        .query(
+            "SELECT DISTINCT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+             WHERE c.relnamespace = 'engram'::regnamespace AND i.indisunique
+               AND NOT EXISTS (SELECT 1 FROM pg_attribute a
+                               WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum = ANY (i.indkey))",
+            &[],
+        )
+        .await
+        .unwrap());
+    let narrow_distributed: BTreeSet<_> = narrow_keys.intersection(&distributed).cloned().collect();
+    let to_widen = listed(&doc, "## Keys Citus needs", "widen");
+    assert_eq!(
+        narrow_distributed, to_widen,
+        "owner-scoped tables with a primary key or unique index without owner must be exactly those \
+         docs/SCALING.md lists under 'widen' (with the key they need)"
+    );
+    // The ones already right stay right: owner in every unique index.
+    for t in distributed.difference(&to_widen) {
+        assert!(!narrow_keys.contains(t), "{t}");
+    }
+}
