@@ -28,6 +28,42 @@ pub enum Command {
     /// Serve MCP over standard input and output, for desktop clients that launch their servers as
     /// subprocesses. The caller's token comes from ENGRAM_TOKEN; logs go to standard error.
     Stdio(StdioArgs),
+    /// Write every memory of one owner (any status, with embedding, tags, metadata and revisions) to a
+    /// JSON Lines file. Needs a role that may run engram.export_memories (a DBA).
+    Export(ExportArgs),
+    /// Read a file written by export back into the database, keeping ids, timestamps, status and
+    /// revisions. Idempotent: memories already there are skipped. Needs a role that may run
+    /// engram.import_memory (a DBA).
+    Import(ImportArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// Postgres connection string of the database to export from.
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: String,
+    /// The owner whose memories to export.
+    #[arg(long)]
+    pub owner: String,
+    /// The file to write (replaced only once the export is complete); `-` for standard output.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The JSON Lines file `engram-mcp export` wrote.
+    pub file: PathBuf,
+    /// Import into this owner instead of the one each memory names.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Compute new embeddings with the configured embedder (--embedder ...) instead of the exported ones:
+    /// for a database that uses another model. Without it, exported embeddings of another dimension are
+    /// refused before anything is written.
+    #[arg(long)]
+    pub reembed: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

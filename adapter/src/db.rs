@@ -48,18 +48,37 @@ impl std::fmt::Display for DbError {
     }
 }
 
+impl DbError {
+    /// The database could not be reached or is going away (a lost
+    /// connection, SQLSTATE classes 08 and 57: shutdown, restart, "cannot
+    /// connect now"): nothing about the call was wrong, and the same call
+    /// succeeds once the database is back.
+    pub fn unavailable(&self) -> bool {
+        match &self.code {
+            None => true,
+            Some(code) => code.starts_with("08") || code.starts_with("57"),
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> Self {
-        match e.as_db_error() {
+        let mut error = match e.as_db_error() {
             Some(db) => DbError {
                 code: Some(db.code().code().to_string()),
                 message: db.message().to_string(),
             },
             None => DbError {
                 code: None,
-                message: e.to_string(),
+                message: format!("the database connection failed: {e}"),
             },
+        };
+        if error.unavailable() {
+            error
+                .message
+                .push_str("; the database is unavailable or restarting: retry shortly");
         }
+        error
     }
 }
 
@@ -189,8 +208,8 @@ impl Db {
             .filter(|_| READ_ONLY.try_with(|r| *r).unwrap_or(false))
         {
             match Self::pipelined(read, BIND, &bind, sql, params).await {
-                // The replica unreachable or saturated: the primary answers.
-                Err(e) if e.code.is_none() => {
+                // The replica unreachable, restarting or saturated: the primary answers.
+                Err(e) if e.unavailable() => {
                     tracing::warn!(error = %e, "read replica unavailable; reading from the primary")
                 }
                 result => return result,

@@ -8,6 +8,7 @@ mod metrics;
 mod stdio;
 mod summarizer;
 mod tools;
+mod transfer;
 
 use anyhow::{bail, Context};
 use axum::extract::State;
@@ -45,10 +46,12 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
         Command::Stdio(args) => stdio::run(args).await,
+        Command::Export(args) => transfer::export(args).await,
+        Command::Import(args) => transfer::import(args).await,
     }
 }
 
-fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
+pub(crate) fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
     let service = |what: &str| -> anyhow::Result<(String, String)> {
         let url = args
             .embedder_url

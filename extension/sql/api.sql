@@ -1790,8 +1790,15 @@ BEGIN
     -- dimension, and an export from another model must reach the check
     -- below (a clear error), not a cast error.
     r := jsonb_populate_record(NULL::engram.memories, import_memory.memory - 'content_tsv' - 'embedding');
-    PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(coalesce(r.metadata, '{}')),
-        octet_length(coalesce(r.metadata, '{}')::text), r.importance, r.author_type, r.internal_type);
+    -- What a hand-written or older file leaves out takes remember's defaults.
+    r.kind := coalesce(r.kind, 'semantic');
+    r.source := coalesce(r.source, 'memory');
+    r.tags := coalesce(r.tags, '{}');
+    r.metadata := coalesce(r.metadata, '{}');
+    r.importance := coalesce(r.importance, 0.5);
+    r.author_type := coalesce(r.author_type, 'agent');
+    PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(r.metadata),
+        octet_length(r.metadata::text), r.importance, r.author_type, r.internal_type);
     v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
     PERFORM engram._check_vector(v_vec, 'embedding');
     PERFORM engram._lock_owner(v_owner);

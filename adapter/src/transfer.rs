@@ -1,0 +1,298 @@
+//! `engram-mcp export` and `engram-mcp import`: one owner's memories as JSON
+//! Lines, one memory per line (engram.export_memories writes the objects;
+//! engram.import_memory reads them back). The SQL functions hold the rules
+//! (ids kept, idempotence, duplicates, dimension checks); this module pages,
+//! streams, re-embeds on request and reports progress on stderr.
+
+use crate::config::{ExportArgs, ImportArgs};
+use anyhow::{bail, Context};
+use engram_embed::Embedder;
+use pgvector::Vector;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio_postgres::{Client, NoTls};
+
+/// Memories per page of the export, and per transaction of the import.
+const PAGE: i32 = 500;
+const IMPORT_BATCH: usize = 64;
+
+async fn connect(url: &str) -> anyhow::Result<Client> {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .context("cannot connect to the database (--database-url)")?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::error!(error = %e, "database connection");
+        }
+    });
+    Ok(client)
+}
+
+/// Progress on stderr: one line rewritten in place on a terminal, a line
+/// every few seconds otherwise (CI logs, pipes).
+struct Progress {
+    what: &'static str,
+    total: u64,
+    done: u64,
+    tty: bool,
+    printed: Instant,
+}
+
+impl Progress {
+    fn new(what: &'static str, total: u64) -> Progress {
+        Progress {
+            what,
+            total,
+            done: 0,
+            tty: std::io::stderr().is_terminal(),
+            printed: Instant::now(),
+        }
+    }
+
+    fn add(&mut self, n: u64) {
+        self.done += n;
+        if self.tty {
+            eprint!("\r{} {}/{} memories", self.what, self.done, self.total);
+        } else if self.printed.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{} {}/{} memories", self.what, self.done, self.total);
+            self.printed = Instant::now();
+        }
+    }
+
+    fn finish(&self, summary: &str) {
+        if self.tty {
+            eprintln!();
+        }
+        eprintln!("{summary}");
+    }
+}
+
+pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let db = connect(&args.database_url).await?;
+    // One snapshot for every page: a consistent export while agents write.
+    db.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await?;
+    let total: i64 = db
+        .query_one("SELECT count(*) FROM engram.memories WHERE owner = $1", &[&args.owner])
+        .await
+        .context("cannot count the owner's memories (export needs a DBA role)")?
+        .get(0);
+    let to_stdout = args.out.as_os_str() == "-";
+    let partial = args.out.with_extension("jsonl.partial");
+    let sink: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?)
+    };
+    let mut out = BufWriter::new(sink);
+    let mut progress = Progress::new("exported", total as u64);
+    let mut after: Option<uuid::Uuid> = None;
+    loop {
+        let rows = db
+            .query(
+                "SELECT id, memory FROM engram.export_memories(owner => $1, after => $2, lim => $3)",
+                &[&args.owner, &after, &PAGE],
+            )
+            .await
+            .context("engram.export_memories failed")?;
+        let Some(last) = rows.last() else { break };
+        after = Some(last.get(0));
+        for row in &rows {
+            let memory: Value = row.get(1);
+            serde_json::to_writer(&mut out, &memory)?;
+            out.write_all(b"\n")?;
+        }
+        progress.add(rows.len() as u64);
+    }
+    db.batch_execute("COMMIT").await?;
+    out.flush()?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    drop(file);
+    if !to_stdout {
+        std::fs::File::open(&partial)?.sync_all()?;
+        std::fs::rename(&partial, &args.out)
+            .with_context(|| format!("cannot move {} to {}", partial.display(), args.out.display()))?;
+    }
+    progress.finish(&format!(
+        "exported {} memories of {} to {}",
+        progress.done,
+        args.owner,
+        args.out.display()
+    ));
+    Ok(())
+}
+
+/// The number of dimensions of an exported embedding (pgvector's text form).
+fn dims_of(embedding: &str) -> usize {
+    let inner = embedding.trim().trim_start_matches('[').trim_end_matches(']');
+    if inner.trim().is_empty() {
+        0
+    } else {
+        inner.split(',').count()
+    }
+}
+
+fn lines(path: &Path) -> anyhow::Result<impl Iterator<Item = (usize, std::io::Result<String>)>> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(BufReader::new(file)
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !matches!(l, Ok(l) if l.trim().is_empty())))
+}
+
+/// Reads the whole file once before writing anything: every line a memory
+/// object, and (unless re-embedding) every embedding of the database's
+/// dimension. Returns the number of memories.
+fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for (line, text) in lines(path)? {
+        let text = text?;
+        let memory: Value = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}:{line}: not a JSON object (is this an engram export?)",
+                path.display()
+            )
+        })?;
+        if memory.get("id").and_then(Value::as_str).is_none() || memory.get("content").and_then(Value::as_str).is_none()
+        {
+            bail!(
+                "{}:{line}: a memory needs an id and a content (is this an engram export?)",
+                path.display()
+            );
+        }
+        if let (false, Some(e)) = (reembed, memory.get("embedding").and_then(Value::as_str)) {
+            let found = dims_of(e);
+            if found != dims {
+                bail!(
+                    "{}:{line}: the exported embeddings have {found} dimensions but this database stores {dims}; \
+                     run the import with --reembed to compute new ones with the configured embedder (--embedder)",
+                    path.display()
+                );
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let db = connect(&args.common.database_url).await?;
+    let dims: i32 = db
+        .query_one("SELECT engram._dims()", &[])
+        .await
+        .context("cannot read the database's embedding dimension (is engram installed?)")?
+        .get(0);
+    let total = check_file(&args.file, dims as usize, args.reembed)?;
+    let embedder: Option<Box<dyn Embedder>> = if args.reembed {
+        let e = crate::build_embedder(&args.common, dims as usize)?;
+        if e.dims() != dims as usize {
+            bail!(
+                "--reembed: the embedder {} produces {} dimensions but the database stores {dims}",
+                e.name(),
+                e.dims()
+            );
+        }
+        Some(e)
+    } else {
+        None
+    };
+    let call = db
+        .prepare("SELECT engram.import_memory(owner => $1, memory => $2, embedding => $3)")
+        .await
+        .context("cannot prepare engram.import_memory (import needs a DBA role)")?;
+    let mut progress = Progress::new("imported", total);
+    let mut tally = std::collections::BTreeMap::<String, u64>::new();
+    let mut batch: Vec<(usize, Value)> = Vec::with_capacity(IMPORT_BATCH);
+    let mut it = lines(&args.file)?.peekable();
+    while it.peek().is_some() {
+        batch.clear();
+        while batch.len() < IMPORT_BATCH {
+            let Some((line, text)) = it.next() else { break };
+            batch.push((line, serde_json::from_str(&text?)?));
+        }
+        let vectors: Vec<Option<Vector>> = match &embedder {
+            Some(e) => {
+                let texts: Vec<String> = batch
+                    .iter()
+                    .map(|(_, m)| m["content"].as_str().unwrap_or_default().to_string())
+                    .collect();
+                e.embed(&texts)
+                    .await
+                    .context("--reembed: the embedder failed")?
+                    .into_iter()
+                    .map(|v| Some(Vector::from(v)))
+                    .collect()
+            }
+            None => vec![None; batch.len()],
+        };
+        // One transaction per batch: a failure stops the import with the
+        // batches before it committed; running it again skips them.
+        db.batch_execute("BEGIN").await?;
+        for ((line, memory), vector) in batch.iter().zip(&vectors) {
+            let status: String = match db.query_one(&call, &[&args.owner, memory, vector]).await {
+                Ok(row) => row.get(0),
+                Err(e) => {
+                    let _ = db.batch_execute("ROLLBACK").await;
+                    let why = e
+                        .as_db_error()
+                        .map(|d| d.message().to_string())
+                        .unwrap_or(e.to_string());
+                    bail!(
+                        "{}:{line}: {why}; the memories before this batch are imported, and running the \
+                         import again skips them",
+                        args.file.display()
+                    );
+                }
+            };
+            *tally.entry(status).or_default() += 1;
+        }
+        db.batch_execute("COMMIT").await?;
+        progress.add(batch.len() as u64);
+    }
+    let parts: Vec<String> = ["created", "exists", "duplicate"]
+        .iter()
+        .map(|s| format!("{} {s}", tally.get(*s).copied().unwrap_or(0)))
+        .collect();
+    progress.finish(&format!(
+        "imported {} memories from {}: {}",
+        progress.done,
+        args.file.display(),
+        parts.join(", ")
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_of_pgvector_text() {
+        assert_eq!(dims_of("[1,2,3]"), 3);
+        assert_eq!(dims_of(" [0.5] "), 1);
+        assert_eq!(dims_of("[]"), 0);
+    }
+
+    #[test]
+    fn a_file_of_another_dimension_is_refused_before_writing() {
+        let dir = std::env::temp_dir().join(format!("engram-transfer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("m.jsonl");
+        std::fs::write(&f, "{\"id\":\"a\",\"content\":\"x\",\"embedding\":\"[1,2,3]\"}\n\n").unwrap();
+        let e = check_file(&f, 4, false).unwrap_err().to_string();
+        assert!(e.contains("--reembed") && e.contains(":1:"), "{e}");
+        assert_eq!(check_file(&f, 4, true).unwrap(), 1);
+        assert_eq!(check_file(&f, 3, false).unwrap(), 1);
+        std::fs::write(&f, "{\"content\":\"x\"}\n").unwrap();
+        assert!(check_file(&f, 3, false).unwrap_err().to_string().contains("an id"));
+        std::fs::write(&f, "not json\n").unwrap();
+        assert!(check_file(&f, 3, false)
+            .unwrap_err()
+            .to_string()
+            .contains("not a JSON object"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
