@@ -44,7 +44,8 @@ ensure_postgres_can_reach() {
 }
 
 # cluster_start NAME PORT DBNAME: an initdb'd cluster under $ENGRAM_HOME/NAME,
-# run as postgres, pg_cron preloaded for DBNAME, sockets under the cluster dir.
+# run as postgres, pg_cron preloaded for DBNAME, sockets under the cluster dir,
+# TCP on ENGRAM_LISTEN_ADDRESSES (127.0.0.1; the container image listens on *).
 cluster_dir() { echo "$ENGRAM_HOME/$1"; }
 
 cluster_start() {
@@ -65,7 +66,7 @@ cluster_start() {
   cat >"$conf_new" <<CONF
 # Written by scripts/lib.sh (cluster_start); edits are overwritten.
 port = $port
-listen_addresses = '127.0.0.1'
+listen_addresses = '${ENGRAM_LISTEN_ADDRESSES:-127.0.0.1}'
 unix_socket_directories = '$sock'
 shared_preload_libraries = 'pg_cron'
 cron.database_name = '$db'

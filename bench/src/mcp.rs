@@ -189,6 +189,8 @@ pub async fn recall_round_trip(
         remember.p50(),
         remember.p95()
     );
+    println!();
+    concurrent_load(&http, &base, &token, id, Duration::from_secs(10)).await;
     c.batch_execute("DELETE FROM engram.memories WHERE content LIKE 'bench mcp %'")
         .await
         .unwrap();
@@ -198,6 +200,86 @@ pub async fn recall_round_trip(
     )
     .await
     .unwrap();
+}
+
+/// 16 concurrent clients (what tests/mcp/test_load.py runs for a minute),
+/// each calling memory_search, memory_remember and memory_recall in turn for
+/// `duration`: latency per tool and calls per second, all on this machine's
+/// two cores (the embedder, engram-mcp and Postgres share them).
+async fn concurrent_load(http: &reqwest::Client, base: &str, token: &str, id: uuid::Uuid, duration: Duration) {
+    const CLIENTS: usize = 16;
+    const TOOLS: [&str; 3] = ["memory_search", "memory_remember", "memory_recall"];
+    let stop = Instant::now() + duration;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|n| {
+            let (http, base, token) = (http.clone(), base.to_string(), token.to_string());
+            tokio::spawn(async move {
+                let mut samples: Vec<Samples> = TOOLS.iter().map(|_| Samples::default()).collect();
+                let mut errors = 0usize;
+                let mut i = 0usize;
+                while Instant::now() < stop {
+                    let k = i % TOOLS.len();
+                    let arguments = match k {
+                        0 => serde_json::json!({"query": format!("what failed in deploy {}?", i % 50)}),
+                        1 => serde_json::json!({"kind": "episodic",
+                                                "content": format!("bench mcp load {n}-{i}: deploy {} passed", i % 50)}),
+                        _ => serde_json::json!({"id": id.to_string()}),
+                    };
+                    let body = serde_json::json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                        "params": {"name": TOOLS[k], "arguments": arguments}});
+                    let t = Instant::now();
+                    let reply = http
+                        .post(format!("{base}/mcp"))
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("MCP-Protocol-Version", "2025-06-18")
+                        .bearer_auth(&token)
+                        .json(&body)
+                        .send()
+                        .await;
+                    let ok = match reply {
+                        Ok(r) if r.status().is_success() => {
+                            !r.text().await.unwrap_or_default().contains("\"isError\":true")
+                        }
+                        _ => false,
+                    };
+                    samples[k].push(t.elapsed(), 1.0, 1);
+                    errors += usize::from(!ok);
+                    i += 1;
+                }
+                (samples, errors)
+            })
+        })
+        .collect();
+    let mut all: Vec<Samples> = TOOLS.iter().map(|_| Samples::default()).collect();
+    let mut errors = 0;
+    for t in tasks {
+        let (samples, e) = t.await.unwrap();
+        errors += e;
+        for (into, from) in all.iter_mut().zip(samples) {
+            into.latencies.extend(from.latencies);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let calls: usize = all.iter().map(|s| s.latencies.len()).sum();
+    println!(
+        "| {CLIENTS} concurrent MCP clients, {:.0} s | calls | calls/s | p50 ms | p99 ms |",
+        duration.as_secs_f64()
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (name, s) in TOOLS.iter().zip(&all) {
+        println!(
+            "| `{name}` | {} | {:.0} | {:.2} | {:.2} |",
+            s.latencies.len(),
+            s.latencies.len() as f64 / elapsed,
+            s.p50(),
+            s.p99()
+        );
+    }
+    println!(
+        "| **all** ({errors} errors) | {calls} | {:.0} | | |",
+        calls as f64 / elapsed
+    );
 }
 
 /// Latency and throughput of one embedding function.

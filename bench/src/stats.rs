@@ -34,6 +34,10 @@ impl Samples {
         self.percentile_ms(0.95)
     }
 
+    pub fn p99(&self) -> f64 {
+        self.percentile_ms(0.99)
+    }
+
     pub fn recall(&self) -> f64 {
         self.recalls.iter().sum::<f64>() / self.recalls.len().max(1) as f64
     }
