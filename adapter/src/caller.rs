@@ -57,6 +57,9 @@ pub struct Caller {
     /// or unknown: every tool answers with that error.
     pub internal: Result<Option<Internal>, String>,
     pub session_id: Option<String>,
+    /// A platform token (what /api/resources requires; the database checks
+    /// it again in engram.resource_*).
+    pub platform: bool,
 }
 
 impl Caller {
@@ -240,6 +243,7 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         act_as: user,
         internal,
         session_id,
+        platform,
     };
     req.extensions_mut().insert(caller);
     next.run(req).await

@@ -1,5 +1,6 @@
 //! engram-mcp: the MCP server in front of the engram extension.
 
+mod api;
 mod background;
 mod caller;
 mod config;
@@ -9,6 +10,7 @@ mod stdio;
 mod summarizer;
 mod tools;
 mod transfer;
+mod ui;
 
 use anyhow::{bail, Context};
 use axum::extract::State;
@@ -149,6 +151,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         groups,
         conflict_threshold: args.conflict_threshold,
         background,
+        subscribers: Default::default(),
     });
     tokio::spawn(background::run(shared.clone(), worker));
     Ok(Started { shared, db, role, dims })
@@ -197,7 +200,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let app = mcp
         .layer(middleware::map_response(session_deleted_is_no_content))
+        .merge(api::router(shared.clone()))
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
+        .merge(ui::router())
         .merge(
             Router::new()
                 .route("/health", get(health))

@@ -17,7 +17,8 @@ use crate::{start, Started};
 use anyhow::{bail, Context};
 use engram_embed::Embedder;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -54,6 +55,22 @@ impl ServerHandler for StdioServer {
         self.inner.list_tools(request, self.with_caller(context)).await
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.inner.list_resources(request, self.with_caller(context)).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.inner.read_resource(request, self.with_caller(context)).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -67,15 +84,15 @@ impl ServerHandler for StdioServer {
 /// database that has never had a token (the rule of a loopback listener).
 async fn caller(db: &crate::db::Db, args: &StdioArgs) -> anyhow::Result<Caller> {
     let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
-    let owner = match token {
+    let (owner, platform) = match token {
         Some(token) => match db.authenticate(token).await.map_err(|e| anyhow::anyhow!("{e}"))? {
-            Some((owner, _platform)) => owner,
+            Some(identity) => identity,
             None => bail!(
                 "ENGRAM_TOKEN is unknown, expired or revoked; create one with \
                  SELECT engram.create_token(owner => '...', label => '...')"
             ),
         },
-        None if db.anonymous_allowed().await.map_err(|e| anyhow::anyhow!("{e}"))? => String::new(),
+        None if db.anonymous_allowed().await.map_err(|e| anyhow::anyhow!("{e}"))? => (String::new(), false),
         None => bail!(
             "this database has tokens: set ENGRAM_TOKEN to one (engram.create_token), \
              e.g. in the client's \"env\" for this server"
@@ -87,6 +104,7 @@ async fn caller(db: &crate::db::Db, args: &StdioArgs) -> anyhow::Result<Caller> 
         owner,
         internal: Ok(None),
         session_id: args.session_id.clone(),
+        platform,
     })
 }
 

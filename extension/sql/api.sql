@@ -237,7 +237,10 @@ $fn$;
 CREATE FUNCTION engram._require_writable(r engram.memories, p_action text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-    IF r.source <> 'memory' THEN
+    IF r.source = 'resource' THEN
+        RAISE EXCEPTION 'memory % is a resource and is read-only to %: people curate resources (engram.resource_update, PUT /api/resources/{id}); remember a new memory instead', r.id, p_action
+            USING ERRCODE = '42501';
+    ELSIF r.source <> 'memory' THEN
         RAISE EXCEPTION 'memory % is a % and is read-only to %; remember a new memory instead (hard forget erases it)', r.id, r.source, p_action
             USING ERRCODE = '42501';
     END IF;
@@ -876,11 +879,6 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner   text := engram._caller(update.owner, update.internal_type, update.scope_tags, true);
     r         engram.memories;
-    v_content text;
-    v_tags    text[];
-    v_key     bytea;
-    v_other   uuid;
-    v_correct integer;
 BEGIN
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
@@ -908,11 +906,30 @@ BEGIN
         PERFORM engram._check_metadata(jsonb_typeof(update.metadata), octet_length(update.metadata::text));
     END IF;
 
-    v_content := coalesce(update.content, r.content);
-    v_tags := coalesce(update.tags, r.tags);
-    v_key := engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id);
+    RETURN engram._rewrite(r, v_owner, update.content, update.embedding, update.tags, update.metadata,
+                           update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
+END
+$fn$;
+
+-- The write of update and resource_update, after their checks: the old
+-- version becomes a revision, the row takes the new values (NULL keeps a
+-- field), trust and staleness follow the correction count, one audit row
+-- of p_action. Refuses content another active memory of the owner holds.
+-- Returns the new revision number.
+CREATE FUNCTION engram._rewrite(
+    r engram.memories, p_owner text, p_content text, p_embedding vector, p_tags text[], p_metadata jsonb,
+    p_access_level integer, p_reason text, p_is_correction boolean, p_action text)
+RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_content text := coalesce(p_content, r.content);
+    v_tags    text[] := coalesce(p_tags, r.tags);
+    v_key     bytea := engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id);
+    v_other   uuid;
+    v_correct integer := r.correction_count + CASE WHEN p_is_correction THEN 1 ELSE 0 END;
+BEGIN
     SELECT m.id INTO v_other FROM engram.memories m
-    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.id <> r.id;
+    WHERE m.owner = p_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.id <> r.id;
     IF FOUND THEN
         RAISE EXCEPTION 'memory % already holds this content; forget one of the two or consolidate them', v_other
             USING ERRCODE = '23505';
@@ -921,25 +938,24 @@ BEGIN
     INSERT INTO engram.revisions AS v
         (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by)
     VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
-            update.reason, coalesce(update.is_correction, true), engram._caller_role());
+            p_reason, p_is_correction, engram._caller_role());
 
-    v_correct := r.correction_count + CASE WHEN coalesce(update.is_correction, true) THEN 1 ELSE 0 END;
     UPDATE engram.memories AS m SET
         content = v_content,
         content_sha256 = sha256(convert_to(v_content, 'UTF8'::name)),
         dedup_key = v_key,
-        embedding = coalesce(update.embedding, m.embedding),
+        embedding = coalesce(p_embedding, m.embedding),
         tags = v_tags,
-        metadata = coalesce(update.metadata, m.metadata),
-        access_level = coalesce(update.access_level, m.access_level),
+        metadata = coalesce(p_metadata, m.metadata),
+        access_level = coalesce(p_access_level, m.access_level),
         revision = m.revision + 1,
         correction_count = v_correct,
         trust_score = engram._trust_of(m.author_type, m.created_at, v_correct, m.flag_count),
         staleness_score = engram._staleness_of(now(), v_correct, m.flag_count),
         updated_at = now()
     WHERE m.id = r.id;
-    PERFORM engram._audit(v_owner, 'update', r.id,
-        jsonb_build_object('revision', r.revision + 1, 'is_correction', coalesce(update.is_correction, true),
+    PERFORM engram._audit(p_owner, p_action, r.id,
+        jsonb_build_object('revision', r.revision + 1, 'is_correction', p_is_correction,
                            'content_changed', v_content <> r.content));
     RETURN r.revision + 1;
 END
@@ -959,6 +975,10 @@ DECLARE
     r       engram.memories;
 BEGIN
     r := engram._locate(v_owner, forget.id, forget.internal_type, forget.scope_tags, true);
+    IF r.source = 'resource' THEN
+        RAISE EXCEPTION 'memory % is a resource: people curate resources, agents only read them; delete it with engram.resource_delete (DELETE /api/resources/{id}, platform tokens)', r.id
+            USING ERRCODE = '42501';
+    END IF;
     IF coalesce(forget.hard, false) THEN
         -- Right to erasure: the row, its revisions (FK cascade) and its
         -- access stats go; the audit log never held its content.
@@ -1836,6 +1856,178 @@ BEGIN
     PERFORM engram._audit(v_owner, 'import', r.id,
         jsonb_build_object('reembedded', import_memory.embedding IS NOT NULL));
     RETURN 'created';
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- resources (ToolHive): human-curated entries that agents read but never
+-- change. Stored as memories with source = 'resource' (so search finds
+-- them, with the owner's isolation), the name in metadata.name. Every
+-- other write path refuses them (_require_writable, forget); only these
+-- functions, for DBAs and platform tokens, write them.
+---------------------------------------------------------------------------
+
+CREATE FUNCTION engram._resource_json(m engram.memories) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT jsonb_build_object('id', m.id, 'name', m.metadata ->> 'name', 'content', m.content, 'tags', to_jsonb(m.tags),
+                              'revision', m.revision, 'created_at', m.created_at, 'updated_at', m.updated_at)
+$fn$;
+
+CREATE FUNCTION engram._check_resource_name(p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_name IS NULL OR btrim(p_name) = '' OR length(p_name) > 200 THEN
+        RAISE EXCEPTION 'a resource needs a name of 1 to 200 characters, e.g. name => ''Deploy checklist'''
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION engram.resource_create(
+    owner text DEFAULT NULL, name text DEFAULT NULL, content text DEFAULT NULL, tags text[] DEFAULT '{}',
+    embedding vector DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text;
+    v_tags  text[] := coalesce(resource_create.tags, '{}');
+    v_key   bytea;
+    v_id    uuid;
+    r       engram.memories;
+BEGIN
+    PERFORM engram._require_admin('resource_create');
+    v_owner := engram._caller(resource_create.owner, NULL, NULL, true);
+    PERFORM engram._check_resource_name(resource_create.name);
+    PERFORM engram._check_memory(resource_create.content, 'semantic', v_tags, 'object', 2, 0.5, 'human', NULL);
+    PERFORM engram._check_vector(resource_create.embedding, 'embedding');
+    PERFORM engram._lock_owner(v_owner);
+    v_key := engram._dedup_key(resource_create.content, NULL, engram._scope_of(v_tags), 'semantic', NULL);
+    SELECT m.id INTO v_id FROM engram.memories m
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
+    IF FOUND THEN
+        RAISE EXCEPTION 'memory % already holds this content; update that resource instead', v_id
+            USING ERRCODE = '23505';
+    END IF;
+    INSERT INTO engram.memories AS m
+        (owner, kind, source, content, content_sha256, dedup_key, tags, metadata, embedding, author_type,
+         trust_score, access_level)
+    VALUES (v_owner, 'semantic', 'resource', resource_create.content,
+            sha256(convert_to(resource_create.content, 'UTF8'::name)), v_key, v_tags,
+            jsonb_build_object('name', btrim(resource_create.name)), resource_create.embedding, 'human',
+            engram._trust_of('human', now(), 0, 0), 5)
+    RETURNING m.* INTO r;
+    PERFORM engram._audit(v_owner, 'resource_create', r.id, jsonb_build_object('name', btrim(resource_create.name)));
+    RETURN engram._resource_json(r);
+END
+$fn$;
+
+-- The resource of this owner with this id, locked when p_lock; P0002 when
+-- there is none (another owner's id included).
+CREATE FUNCTION engram._locate_resource(p_owner text, p_id uuid, p_lock boolean) RETURNS engram.memories
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r engram.memories;
+BEGIN
+    IF p_lock THEN
+        SELECT m.* INTO r FROM engram.memories m
+        WHERE m.id = p_id AND m.owner = p_owner AND m.source = 'resource' AND m.status = 'active' FOR UPDATE;
+    ELSE
+        SELECT m.* INTO r FROM engram.memories m
+        WHERE m.id = p_id AND m.owner = p_owner AND m.source = 'resource' AND m.status = 'active';
+    END IF;
+    IF r.id IS NULL THEN
+        RAISE EXCEPTION 'resource % not found; list them with engram.resources() (GET /api/resources)', p_id
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN r;
+END
+$fn$;
+
+CREATE FUNCTION engram.resource_update(
+    owner text DEFAULT NULL, id uuid DEFAULT NULL, name text DEFAULT NULL, content text DEFAULT NULL,
+    tags text[] DEFAULT NULL, embedding vector DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text;
+    r       engram.memories;
+BEGIN
+    PERFORM engram._require_admin('resource_update');
+    v_owner := engram._caller(resource_update.owner, NULL, NULL, true);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate_resource(v_owner, resource_update.id, true);
+    IF resource_update.name IS NOT NULL THEN
+        PERFORM engram._check_resource_name(resource_update.name);
+    END IF;
+    IF resource_update.content IS NOT NULL THEN
+        PERFORM engram._check_content(resource_update.content);
+        IF resource_update.content <> r.content AND resource_update.embedding IS NULL AND r.embedding IS NOT NULL THEN
+            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
+                USING ERRCODE = '22004';
+        END IF;
+    END IF;
+    PERFORM engram._check_vector(resource_update.embedding, 'embedding');
+    IF resource_update.tags IS NOT NULL THEN
+        PERFORM engram._check_tags(resource_update.tags, NULL, r.tags);
+    END IF;
+    PERFORM engram._rewrite(r, v_owner, resource_update.content, resource_update.embedding, resource_update.tags,
+        CASE WHEN resource_update.name IS NOT NULL
+             THEN r.metadata || jsonb_build_object('name', btrim(resource_update.name)) END,
+        NULL, NULL, false, 'resource_update');
+    SELECT m.* INTO r FROM engram.memories m WHERE m.id = r.id;
+    RETURN engram._resource_json(r);
+END
+$fn$;
+
+CREATE FUNCTION engram.resource_delete(owner text DEFAULT NULL, id uuid DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text;
+    r       engram.memories;
+BEGIN
+    PERFORM engram._require_admin('resource_delete');
+    v_owner := engram._caller(resource_delete.owner, NULL, NULL, true);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate_resource(v_owner, resource_delete.id, true);
+    DELETE FROM engram.memory_access a WHERE a.memory_id = r.id;
+    DELETE FROM engram.memories m WHERE m.id = r.id;
+    PERFORM engram._audit(v_owner, 'resource_delete', r.id, jsonb_build_object('name', r.metadata ->> 'name'));
+    RETURN true;
+END
+$fn$;
+
+-- An owner's resources (every token holder of the owner reads them: MCP
+-- resources/list), newest first.
+CREATE FUNCTION engram.resources(owner text DEFAULT NULL) RETURNS SETOF jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(resources.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY SELECT engram._resource_json(m) FROM engram.memories m
+    WHERE m.owner = v_owner AND m.source = 'resource' AND m.status = 'active'
+    ORDER BY m.updated_at DESC, m.id;
+END
+$fn$;
+
+CREATE FUNCTION engram.resource_get(owner text DEFAULT NULL, id uuid DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN engram._resource_json(engram._locate_resource(engram._caller(resource_get.owner, NULL, NULL, false),
+                                                         resource_get.id, false));
+END
+$fn$;
+
+-- The audit rows of one of the owner's memories, oldest first (the memory
+-- browser's trail). Audit rows never hold content.
+CREATE FUNCTION engram.audit_trail(owner text DEFAULT NULL, id uuid DEFAULT NULL)
+RETURNS TABLE (at timestamptz, actor text, action text, details jsonb, token_label text)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(audit_trail.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY SELECT l.at, l.actor, l.action, l.details, l.token_label FROM engram.audit_log l
+    WHERE l.owner = v_owner AND l.memory_id = audit_trail.id
+    ORDER BY l.at, l.id;
 END
 $fn$;
 

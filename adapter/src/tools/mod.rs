@@ -8,6 +8,7 @@
 mod events;
 mod internal;
 mod memories;
+pub mod resources;
 mod sharing;
 mod slots;
 mod workspace;
@@ -22,8 +23,11 @@ use engram_embed::Embedder;
 use memories::Hit;
 use pgvector::Vector;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{ListToolsResult, PaginatedRequestParams};
-use rmcp::service::RequestContext;
+use rmcp::model::{
+    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{tool_handler, Json, RoleServer, ServerHandler};
 use serde_json::Value;
 use std::sync::Arc;
@@ -44,6 +48,19 @@ pub struct Shared {
     pub conflict_threshold: Option<f32>,
     /// Embeds captured events off the write path and writes due summaries.
     pub background: Background,
+    /// MCP sessions to tell when an owner's resources change.
+    pub subscribers: resources::Subscribers,
+}
+
+impl Shared {
+    /// Embeds `text` for caller `c`; the cache is shared only within one owner.
+    pub async fn embed(&self, c: &Caller, text: &str) -> Result<Vector, String> {
+        let started = Instant::now();
+        let r = self.embedder.embed_in(&c.owner, &[text.to_string()]).await;
+        self.metrics.embedding(started.elapsed(), r.is_ok());
+        let mut v = r.map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
+        Ok(Vector::from(v.remove(0)))
+    }
 }
 
 /// The tool groups `--tools` serves. A tool of a group that is off is
@@ -258,13 +275,9 @@ impl EngramServer {
         }
     }
 
-    /// Embeds `text` for caller `c`; the cache is shared only within one owner.
+    /// Embeds `text` for caller `c` (see [`Shared::embed`]).
     async fn embed(&self, c: &Caller, text: &str) -> Result<Vector, String> {
-        let started = Instant::now();
-        let r = self.shared.embedder.embed_in(&c.owner, &[text.to_string()]).await;
-        self.shared.metrics.embedding(started.elapsed(), r.is_ok());
-        let mut v = r.map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
-        Ok(Vector::from(v.remove(0)))
+        self.shared.embed(c, text).await
     }
 
     /// Runs a tool body with a tracing span and metrics.
@@ -370,14 +383,52 @@ fn listed(tool: &str, has_internal: bool) -> bool {
     }
 }
 
-#[tool_handler(
-    router = self.tool_router,
-    name = "engram-mcp",
-    version = "0.5.0", // a literal for the macro; a test keeps it equal to the crate version
-    instructions = "engram: long-term memory. Search before you answer from memory; remember durable facts, events \
-                    and procedures; update or flag memories that turn out wrong. Errors say how to recover."
-)]
+const INSTRUCTIONS: &str = "engram: long-term memory. Search before you answer from memory; remember durable facts, \
+                            events and procedures; update or flag memories that turn out wrong. Resources are \
+                            curated by people: read them, never change them. Errors say how to recover.";
+
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for EngramServer {
+    /// Tools, and resources with list_changed notifications.
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("engram-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, rmcp::ErrorData> {
+        self.resources_list(&context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, rmcp::ErrorData> {
+        Ok(self.resources_read(&request.uri, &context).await?.into())
+    }
+
+    /// A session of an owner hears when that owner's resources change.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(c) = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+        {
+            self.shared.subscribers.register(&c.owner, context.peer.clone());
+        }
+    }
+
     /// Internal tools are listed only when the request carries X-Internal-Type
     /// (read from this request's headers, never from the session).
     async fn list_tools(
@@ -433,6 +484,7 @@ mod tests {
             groups: Groups::parse(&["core".into()]).unwrap(),
             conflict_threshold: None,
             background: Background::new(std::time::Duration::ZERO, None).0,
+            subscribers: Default::default(),
         })));
         let info = serde_json::to_value(info).unwrap();
         assert_eq!(info["serverInfo"]["name"], "engram-mcp");

@@ -1,0 +1,297 @@
+//! The REST API behind the memory browser (/ui) and ToolHive's resources.
+//! Same authentication as /mcp (caller::authenticate: bearer token,
+//! X-User-Id for platform tokens), one engram SQL function per call in a
+//! transaction bound to the caller, like every tool call.
+//!
+//! * `/api/resources`, `/api/resources/{id}`: create, read, update, delete
+//!   resources; platform tokens only (others 403). Changes notify the
+//!   owner's MCP sessions (`notifications/resources/list_changed`).
+//! * `/api/memories?q=&limit=`, `/api/memories/{id}` (memory, revisions and
+//!   audit trail), `DELETE /api/memories/{id}` (soft forget),
+//!   `POST /api/memories/{id}/flag`: the browser's reads and the two
+//!   corrections a person makes.
+
+use crate::caller::Caller;
+use crate::db::DbError;
+use crate::tools::Shared;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/api/resources", get(list_resources).post(create_resource))
+        .route(
+            "/api/resources/{id}",
+            get(get_resource).put(update_resource).delete(delete_resource),
+        )
+        .route("/api/memories", get(search_memories))
+        .route("/api/memories/{id}", get(get_memory).delete(forget_memory))
+        .route("/api/memories/{id}/flag", post(flag_memory))
+        .with_state(shared)
+}
+
+/// An error answer: the status a client can act on and a message that says
+/// what to do.
+pub struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.0, Json(json!({ "error": self.1 }))).into_response();
+        if self.0 == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+        }
+        r
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        let status = match e.code.as_deref() {
+            _ if e.unavailable() => StatusCode::SERVICE_UNAVAILABLE,
+            Some("P0002") => StatusCode::NOT_FOUND,
+            Some("42501") => StatusCode::FORBIDDEN,
+            Some("23505") => StatusCode::CONFLICT,
+            Some(c) if c.starts_with("22") || c == "54000" => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.message)
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn memory_id(id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id).map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("'{id}' is not a memory id (a UUID)")))
+}
+
+fn platform_only(c: &Caller) -> Result<(), ApiError> {
+    if c.platform {
+        Ok(())
+    } else {
+        Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "resources are managed with platform tokens (engram.create_token(..., platform => true)); \
+             agents read them over MCP (resources/list, resources/read)"
+                .into(),
+        ))
+    }
+}
+
+/// One bound call; the first column of the first row.
+async fn one(shared: &Shared, c: &Caller, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Value, ApiError> {
+    let rows = shared.db.call(c, sql, params).await?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.get::<_, Option<Value>>(0))
+        .unwrap_or(Value::Null))
+}
+
+async fn embed(shared: &Shared, c: &Caller, text: &str) -> Result<pgvector::Vector, ApiError> {
+    shared
+        .embed(c, text)
+        .await
+        .map_err(|e| ApiError(StatusCode::SERVICE_UNAVAILABLE, e))
+}
+
+fn ok(status: StatusCode, body: Value) -> ApiResult {
+    Ok((status, Json(body)).into_response())
+}
+
+async fn list_resources(State(s): State<Arc<Shared>>, Extension(c): Extension<Caller>) -> ApiResult {
+    platform_only(&c)?;
+    let v = one(
+        &s,
+        &c,
+        "SELECT coalesce(jsonb_agg(r), '[]') FROM engram.resources() r",
+        &[],
+    )
+    .await?;
+    ok(StatusCode::OK, v)
+}
+
+#[derive(Deserialize)]
+struct ResourceBody {
+    name: Option<String>,
+    content: Option<String>,
+    tags: Option<Vec<String>>,
+}
+
+async fn create_resource(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Json(b): Json<ResourceBody>,
+) -> ApiResult {
+    platform_only(&c)?;
+    let content = b
+        .content
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "a resource needs content".into()))?;
+    let embedding = embed(&s, &c, &content).await?;
+    let tags = b.tags.unwrap_or_default();
+    let v = one(
+        &s,
+        &c,
+        "SELECT engram.resource_create(name => $1, content => $2, tags => $3, embedding => $4)",
+        &[&b.name, &content, &tags, &embedding],
+    )
+    .await?;
+    s.subscribers.changed(&c.owner).await;
+    ok(StatusCode::CREATED, v)
+}
+
+async fn get_resource(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    platform_only(&c)?;
+    let v = one(&s, &c, "SELECT engram.resource_get(id => $1)", &[&id]).await?;
+    ok(StatusCode::OK, v)
+}
+
+async fn update_resource(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<ResourceBody>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    platform_only(&c)?;
+    let embedding = match &b.content {
+        Some(t) => Some(embed(&s, &c, t).await?),
+        None => None,
+    };
+    let v = one(
+        &s,
+        &c,
+        "SELECT engram.resource_update(id => $1, name => $2, content => $3, tags => $4, embedding => $5)",
+        &[&id, &b.name, &b.content, &b.tags, &embedding],
+    )
+    .await?;
+    s.subscribers.changed(&c.owner).await;
+    ok(StatusCode::OK, v)
+}
+
+async fn delete_resource(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    platform_only(&c)?;
+    one(&s, &c, "SELECT to_jsonb(engram.resource_delete(id => $1))", &[&id]).await?;
+    s.subscribers.changed(&c.owner).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: Option<String>,
+    limit: Option<i32>,
+}
+
+/// The browser's search: by meaning and words when `q` is given, else the
+/// most recent memories. Resources are memories too, marked by `source`.
+async fn search_memories(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Query(q): Query<SearchQuery>,
+) -> ApiResult {
+    let limit = q.limit.unwrap_or(20).clamp(1, 50);
+    let v = match q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(text) => {
+            let embedding = embed(&s, &c, text).await?;
+            crate::db::reading(one(
+                &s,
+                &c,
+                "SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'content', h.content, 'kind', h.kind,
+                        'tags', h.tags, 'score', h.score, 'source', m.source) ORDER BY h.score DESC), '[]')
+                 FROM engram.search(query_embedding => $1, query_text => $2, k => $3) h
+                 JOIN engram.memories m ON m.id = h.id",
+                &[&embedding, &text, &limit],
+            ))
+            .await?
+        }
+        None => {
+            crate::db::reading(one(
+                &s,
+                &c,
+                "SELECT coalesce(jsonb_agg(jsonb_build_object('id', l.id, 'content', l.content, 'kind', l.kind,
+                        'tags', l.tags, 'source', l.source)), '[]')
+                 FROM engram.list(\"limit\" => $1) l",
+                &[&limit],
+            ))
+            .await?
+        }
+    };
+    ok(StatusCode::OK, v)
+}
+
+/// One memory with its revisions and audit trail.
+async fn get_memory(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    let v = crate::db::reading(one(
+        &s,
+        &c,
+        "SELECT jsonb_build_object(
+             'memory', (SELECT to_jsonb(r) - 'embedding' FROM engram.recall(id => $1) r),
+             'revisions', (SELECT coalesce(jsonb_agg(to_jsonb(v) ORDER BY v.revision), '[]')
+                           FROM engram.revisions(id => $1) v),
+             'audit', (SELECT coalesce(jsonb_agg(to_jsonb(a)), '[]') FROM engram.audit_trail(id => $1) a))",
+        &[&id],
+    ))
+    .await?;
+    ok(StatusCode::OK, v)
+}
+
+async fn forget_memory(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    let v = one(
+        &s,
+        &c,
+        "SELECT to_jsonb(engram.forget(id => $1, reason => 'forgotten in the memory browser'))",
+        &[&id],
+    )
+    .await?;
+    ok(StatusCode::OK, json!({ "forgotten": v }))
+}
+
+#[derive(Deserialize)]
+struct FlagBody {
+    reason: Option<String>,
+}
+
+async fn flag_memory(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<FlagBody>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    let reason = b.reason.unwrap_or_else(|| "flagged in the memory browser".into());
+    let v = one(
+        &s,
+        &c,
+        "SELECT to_jsonb(engram.flag(id => $1, reason => $2))",
+        &[&id, &reason],
+    )
+    .await?;
+    ok(StatusCode::OK, json!({ "trust_score": v }))
+}

@@ -1,0 +1,199 @@
+// engram's memory browser. Talks to /api with the token the person entered
+// (sessionStorage: this tab only). Stored text is untrusted: it is only ever
+// set with textContent, never parsed as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let current = null; // the memory shown in the detail panel
+
+function auth() {
+  const h = { Authorization: "Bearer " + sessionStorage.getItem("engram.token"), "Content-Type": "application/json" };
+  const actAs = sessionStorage.getItem("engram.actAs");
+  if (actAs) h["X-User-Id"] = actAs;
+  return h;
+}
+
+async function api(method, path, body) {
+  const r = await fetch(path, { method, headers: auth(), body: body ? JSON.stringify(body) : undefined });
+  if (r.status === 204) return null;
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(data.error || r.statusText);
+  return data;
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function status(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+function showApp(on) {
+  $("login").hidden = on;
+  $("app").hidden = !on;
+  $("logout").hidden = !on;
+}
+
+async function login(event) {
+  event.preventDefault();
+  sessionStorage.setItem("engram.token", $("token").value.trim());
+  sessionStorage.setItem("engram.actAs", $("act-as").value.trim());
+  try {
+    await api("GET", "/api/memories?limit=1");
+  } catch (e) {
+    sessionStorage.clear();
+    $("login-error").textContent = "Login failed: " + e.message;
+    return;
+  }
+  $("login-error").textContent = "";
+  $("token").value = "";
+  await start();
+}
+
+async function start() {
+  showApp(true);
+  $("who").textContent = sessionStorage.getItem("engram.actAs") ? "acting as " + sessionStorage.getItem("engram.actAs") : "";
+  await search();
+  await loadResources();
+}
+
+function tags(li, list) {
+  for (const t of list || []) li.appendChild(el("span", t, "tag"));
+}
+
+async function search(event) {
+  if (event) event.preventDefault();
+  const q = $("query").value.trim();
+  try {
+    const hits = await api("GET", "/api/memories?limit=20" + (q ? "&q=" + encodeURIComponent(q) : ""));
+    const ul = $("results");
+    ul.replaceChildren();
+    for (const h of hits) {
+      const li = el("li");
+      const a = el("a", h.content);
+      a.dataset.id = h.id;
+      a.className = "memory-link";
+      a.addEventListener("click", () => openMemory(h.id));
+      li.appendChild(a);
+      if (h.source && h.source !== "memory") li.appendChild(el("span", h.source, "source"));
+      tags(li, h.tags);
+      ul.appendChild(li);
+    }
+    status(hits.length + (hits.length === 1 ? " memory" : " memories"));
+  } catch (e) {
+    status("Search failed: " + e.message, true);
+  }
+}
+
+async function openMemory(id) {
+  try {
+    const d = await api("GET", "/api/memories/" + encodeURIComponent(id));
+    current = d.memory;
+    const dl = $("fields");
+    dl.replaceChildren();
+    for (const [k, label] of [["content", "content"], ["kind", "kind"], ["source", "source"], ["status", "status"],
+                              ["tags", "tags"], ["trust_score", "trust"], ["flag_count", "flags"],
+                              ["revision", "revision"], ["created_at", "created"], ["updated_at", "updated"]]) {
+      dl.appendChild(el("dt", label));
+      const v = current[k];
+      dl.appendChild(el("dd", Array.isArray(v) ? v.join(", ") : v, "field-" + k));
+    }
+    const ol = $("revisions");
+    ol.replaceChildren();
+    for (const r of d.revisions) ol.appendChild(el("li", "r" + r.revision + (r.is_current ? " (current)" : "") + ": " + r.content));
+    const tb = $("audit");
+    tb.replaceChildren();
+    for (const a of d.audit) {
+      const tr = el("tr");
+      for (const v of [a.at, a.action, a.actor, a.token_label || ""]) tr.appendChild(el("td", v));
+      tb.appendChild(tr);
+    }
+    const readOnly = current.source === "resource" || current.status !== "active";
+    $("flag").disabled = readOnly;
+    $("forget").disabled = readOnly;
+    $("detail").hidden = false;
+  } catch (e) {
+    status("Could not open the memory: " + e.message, true);
+  }
+}
+
+async function forget() {
+  if (!current) return;
+  try {
+    await api("DELETE", "/api/memories/" + encodeURIComponent(current.id));
+    const gone = current.content;
+    $("detail").hidden = true;
+    current = null;
+    await search();
+    status("Forgotten: " + gone);
+  } catch (e) {
+    status("Could not forget: " + e.message, true);
+  }
+}
+
+async function flag() {
+  if (!current) return;
+  try {
+    const r = await api("POST", "/api/memories/" + encodeURIComponent(current.id) + "/flag", { reason: "flagged in the memory browser" });
+    status("Flagged; trust is now " + r.trust_score);
+    await openMemory(current.id);
+  } catch (e) {
+    status("Could not flag: " + e.message, true);
+  }
+}
+
+async function loadResources() {
+  const ul = $("resource-list");
+  ul.replaceChildren();
+  try {
+    const list = await api("GET", "/api/resources");
+    for (const r of list) {
+      const li = el("li");
+      li.appendChild(el("strong", r.name));
+      li.appendChild(el("span", " — " + r.content));
+      tags(li, r.tags);
+      const del = el("button", "Delete", "danger");
+      del.addEventListener("click", async () => {
+        try {
+          await api("DELETE", "/api/resources/" + encodeURIComponent(r.id));
+          await loadResources();
+        } catch (e) {
+          status("Could not delete: " + e.message, true);
+        }
+      });
+      li.appendChild(del);
+      ul.appendChild(li);
+    }
+    $("resource-form").hidden = false;
+  } catch (e) {
+    // not a platform token: resources are read-only here
+    $("resource-form").hidden = true;
+    ul.appendChild(el("li", e.message));
+  }
+}
+
+async function addResource(event) {
+  event.preventDefault();
+  const tagList = $("resource-tags").value.split(",").map((t) => t.trim()).filter(Boolean);
+  try {
+    await api("POST", "/api/resources", { name: $("resource-name").value, content: $("resource-content").value, tags: tagList });
+    for (const id of ["resource-name", "resource-content", "resource-tags"]) $(id).value = "";
+    status("Resource added");
+    await loadResources();
+  } catch (e) {
+    status("Could not add the resource: " + e.message, true);
+  }
+}
+
+$("login-form").addEventListener("submit", login);
+$("search-form").addEventListener("submit", search);
+$("resource-form").addEventListener("submit", addResource);
+$("forget").addEventListener("click", forget);
+$("flag").addEventListener("click", flag);
+$("logout").addEventListener("click", () => { sessionStorage.clear(); showApp(false); });
+if (sessionStorage.getItem("engram.token")) start(); else showApp(false);
