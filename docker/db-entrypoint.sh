@@ -7,7 +7,7 @@
 # preloaded for $ENGRAM_DB, the database with pg_cron and engram, the login
 # role engram_mcp (a member of engram_agent only) with $ENGRAM_MCP_PASSWORD,
 # password logins from the container network, and a platform token for
-# $ENGRAM_OWNER written to $ENGRAM_HOME/token (printed once in the log).
+# $ENGRAM_OWNER written to $ENGRAM_HOME/token (mode 600, never logged).
 # Later starts: ALTER EXTENSION engram UPDATE (a newer image upgrades the
 # database in place), then serve.
 #
@@ -59,7 +59,8 @@ if [ ! -s "$TOKEN_FILE" ]; then
   cluster_psql main "$PORT" "$DB" -tA -v owner="$OWNER" >"$TOKEN_FILE" <<'SQL'
 select engram.create_token(owner => :'owner', label => 'docker', platform => true);
 SQL
-  info "platform token for owner '$OWNER' (shown once; also in $TOKEN_FILE): $(cat "$TOKEN_FILE")"
+  # Not printed: container logs travel further than the volume.
+  info "platform token for owner '$OWNER' written to $TOKEN_FILE (mode 600); read it with: cat $TOKEN_FILE"
 fi
 cluster_stop main
 sed -i "s|^listen_addresses = .*|listen_addresses = '$LISTEN'|" "$(cluster_dir main)/pgdata/engram.conf"

@@ -66,7 +66,7 @@ cluster_start() {
   cat >"$conf_new" <<CONF
 # Written by scripts/lib.sh (cluster_start); edits are overwritten.
 port = $port
-listen_addresses = '${ENGRAM_LISTEN_ADDRESSES:-127.0.0.1}'
+listen_addresses = '${ENGRAM_LISTEN_ADDRESSES-127.0.0.1}'
 unix_socket_directories = '$sock'
 shared_preload_libraries = 'pg_cron'
 cron.database_name = '$db'

@@ -94,7 +94,16 @@ async fn one(shared: &Shared, c: &Caller, sql: &str, params: &[&(dyn ToSql + Syn
         .unwrap_or(Value::Null))
 }
 
-async fn embed(shared: &Shared, c: &Caller, text: &str) -> Result<pgvector::Vector, ApiError> {
+/// Embeds a text the size limits allow (checked before the embedder works,
+/// as the MCP tools do; the database checks them again).
+async fn embed(
+    shared: &Shared,
+    c: &Caller,
+    text: &str,
+    what: &str,
+    limit: usize,
+) -> Result<pgvector::Vector, ApiError> {
+    crate::tools::check_size(what, text, limit).map_err(|e| ApiError(StatusCode::PAYLOAD_TOO_LARGE, e))?;
     shared
         .embed(c, text)
         .await
@@ -134,7 +143,7 @@ async fn create_resource(
         .content
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "a resource needs content".into()))?;
-    let embedding = embed(&s, &c, &content).await?;
+    let embedding = embed(&s, &c, &content, "content", crate::tools::MAX_CONTENT_BYTES).await?;
     let tags = b.tags.unwrap_or_default();
     let v = one(
         &s,
@@ -167,7 +176,7 @@ async fn update_resource(
     let id = memory_id(&id)?;
     platform_only(&c)?;
     let embedding = match &b.content {
-        Some(t) => Some(embed(&s, &c, t).await?),
+        Some(t) => Some(embed(&s, &c, t, "content", crate::tools::MAX_CONTENT_BYTES).await?),
         None => None,
     };
     let v = one(
@@ -209,7 +218,7 @@ async fn search_memories(
     let limit = q.limit.unwrap_or(20).clamp(1, 50);
     let v = match q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         Some(text) => {
-            let embedding = embed(&s, &c, text).await?;
+            let embedding = embed(&s, &c, text, "q", crate::tools::MAX_QUERY_BYTES).await?;
             crate::db::reading(one(
                 &s,
                 &c,

@@ -249,8 +249,52 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
     next.run(req).await
 }
 
+/// The Host and Origin rules of /mcp (rmcp enforces them there) for the
+/// routes outside it, /api and /ui: a page on another site that rebinds its
+/// name to this address, or calls it from a browser, is refused before any
+/// authentication (anonymous loopback access included).
+pub struct SiteGuard {
+    pub hosts: Vec<String>,
+    pub origins: crate::config::OriginPolicy,
+}
+
+/// The host of a Host header without its port (`[::1]:8080` is `::1`).
+fn host_name(host: &str) -> &str {
+    match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => host.split(':').next().unwrap_or(host),
+    }
+}
+
+pub async fn guard_site(State(g): State<Arc<SiteGuard>>, req: Request, next: Next) -> Response {
+    let h = req.headers();
+    let host = h.get("host").and_then(|v| v.to_str().ok()).map(host_name).unwrap_or("");
+    if !g.hosts.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+        return deny(
+            StatusCode::FORBIDDEN,
+            &format!("Host '{host}' is not allowed; add it to --allowed-hosts (ENGRAM_ALLOWED_HOSTS)"),
+        );
+    }
+    if let Some(origin) = h.get("origin").and_then(|v| v.to_str().ok()) {
+        if !g.origins.allows(origin) {
+            return deny(
+                StatusCode::FORBIDDEN,
+                &format!("Origin '{origin}' is not allowed; add it to --allowed-origins (ENGRAM_ALLOWED_ORIGINS)"),
+            );
+        }
+    }
+    next.run(req).await
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn host_names_without_ports() {
+        assert_eq!(super::host_name("localhost:8080"), "localhost");
+        assert_eq!(super::host_name("[::1]:8080"), "::1");
+        assert_eq!(super::host_name("127.0.0.1"), "127.0.0.1");
+    }
+
     use super::*;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -111,14 +111,13 @@ pub struct ServeArgs {
 }
 
 /// `engram-mcp stdio`: one caller for the life of the process, the one its
-/// token names. Internal contexts (X-Internal-Type, X-Ghost-*) and X-User-Id
-/// have no stdio form: a platform agent that needs them talks HTTP.
+/// token names. The token is read from ENGRAM_TOKEN only (never a flag: a
+/// command line shows in `ps`); without one, stdio is served only while the
+/// database has never had a token (the local owner). Internal contexts
+/// (X-Internal-Type, X-Ghost-*) and X-User-Id have no stdio form: a platform
+/// agent that needs them talks HTTP.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StdioArgs {
-    /// The caller's token (engram.create_token). Without one, stdio is served only while the database has
-    /// never had a token (the local owner), as on a loopback HTTP listener.
-    #[arg(long = "token", env = "ENGRAM_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
     /// The conversation's session id, as X-Session-Id would give it (memory_capture, memory_context).
     #[arg(long, env = "ENGRAM_SESSION_ID")]
     pub session_id: Option<String>,
@@ -202,7 +201,7 @@ pub struct CommonArgs {
 
 /// What `--allowed-origins` asks for, checked at start-up so that a typo is an
 /// error rather than an entry rmcp would silently ignore.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OriginPolicy {
     /// `*`: no Origin validation (the Host check still applies).
     Any,
@@ -232,9 +231,36 @@ pub fn origin_policy(values: &[String]) -> anyhow::Result<OriginPolicy> {
     Ok(OriginPolicy::Only(values.into_iter().map(String::from).collect()))
 }
 
+impl OriginPolicy {
+    /// Whether a browser's Origin header passes (the same rule rmcp applies
+    /// to /mcp): an exact entry, or an entry ending in `:*` and any port.
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            OriginPolicy::Any => true,
+            OriginPolicy::Only(list) => list.iter().any(|entry| match entry.strip_suffix('*') {
+                Some(prefix) if entry.ends_with(":*") => origin
+                    .strip_prefix(prefix)
+                    .is_some_and(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())),
+                _ => entry.eq_ignore_ascii_case(origin),
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origin_matching() {
+        let p = origin_policy(&strings(&["http://localhost:*", "https://app.example.com"])).unwrap();
+        assert!(p.allows("http://localhost:8080"));
+        assert!(p.allows("https://app.example.com"));
+        assert!(!p.allows("http://localhost.evil.com:80"));
+        assert!(!p.allows("http://localhost:"));
+        assert!(!p.allows("https://evil.example"));
+        assert!(OriginPolicy::Any.allows("https://evil.example"));
+    }
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

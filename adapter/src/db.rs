@@ -56,7 +56,9 @@ impl DbError {
     pub fn unavailable(&self) -> bool {
         match &self.code {
             None => true,
-            Some(code) => code.starts_with("08") || code.starts_with("57"),
+            // 57014 is a statement timeout or a cancel: the call itself took
+            // too long, and running it again elsewhere would double the load.
+            Some(code) => code.starts_with("08") || (code.starts_with("57") && code != "57014"),
         }
     }
 }

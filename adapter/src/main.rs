@@ -159,6 +159,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let origins = config::origin_policy(&args.allowed_origins)?;
+    let origins_for_site = origins.clone();
     let Started { shared, db, role, dims } = start(&args.common).await?;
     if !args.listen.ip().is_loopback() && !db.has_tokens().await.map_err(|e| anyhow::anyhow!("{e}"))? {
         bail!(
@@ -198,11 +199,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config),
         )
     };
+    let guard = Arc::new(caller::SiteGuard {
+        hosts: args.allowed_hosts.clone(),
+        origins: origins_for_site,
+    });
     let app = mcp
         .layer(middleware::map_response(session_deleted_is_no_content))
-        .merge(api::router(shared.clone()))
+        .merge(api::router(shared.clone()).layer(middleware::from_fn_with_state(guard.clone(), caller::guard_site)))
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
-        .merge(ui::router())
+        .merge(ui::router().layer(middleware::from_fn_with_state(guard, caller::guard_site)))
         .merge(
             Router::new()
                 .route("/health", get(health))

@@ -83,7 +83,8 @@ impl ServerHandler for StdioServer {
 /// Who the process acts for: the token's owner, or the local owner of a
 /// database that has never had a token (the rule of a loopback listener).
 async fn caller(db: &crate::db::Db, args: &StdioArgs) -> anyhow::Result<Caller> {
-    let token = args.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let token = std::env::var("ENGRAM_TOKEN").ok();
+    let token = token.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let (owner, platform) = match token {
         Some(token) => match db.authenticate(token).await.map_err(|e| anyhow::anyhow!("{e}"))? {
             Some(identity) => identity,

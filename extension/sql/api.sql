@@ -891,14 +891,7 @@ BEGIN
     IF update.access_level IS NOT NULL THEN
         PERFORM engram._check_access_level(update.access_level);
     END IF;
-    IF update.content IS NOT NULL THEN
-        PERFORM engram._check_content(update.content);
-        IF update.content <> r.content AND update.embedding IS NULL AND r.embedding IS NOT NULL THEN
-            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
-                USING ERRCODE = '22004';
-        END IF;
-    END IF;
-    PERFORM engram._check_vector(update.embedding, 'embedding');
+    PERFORM engram._check_new_content(r, update.content, update.embedding);
     IF update.tags IS NOT NULL THEN
         PERFORM engram._check_tags(update.tags, r.internal_type, r.tags);
     END IF;
@@ -908,6 +901,23 @@ BEGIN
 
     RETURN engram._rewrite(r, v_owner, update.content, update.embedding, update.tags, update.metadata,
                            update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
+END
+$fn$;
+
+-- A new content and embedding for row r (update, resource_update): the
+-- content within limits, a changed content with its new embedding, the
+-- embedding of the database's dimension.
+CREATE FUNCTION engram._check_new_content(r engram.memories, p_content text, p_embedding vector) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_content IS NOT NULL THEN
+        PERFORM engram._check_content(p_content);
+        IF p_content <> r.content AND p_embedding IS NULL AND r.embedding IS NOT NULL THEN
+            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
+                USING ERRCODE = '22004';
+        END IF;
+    END IF;
+    PERFORM engram._check_vector(p_embedding, 'embedding');
 END
 $fn$;
 
@@ -1700,7 +1710,10 @@ $fn$;
 -- statistics, misses, slots, workspaces and states, ghost settings, grants
 -- given by or to the owner, group memberships, tokens, and the owner's
 -- audit rows. What stays is one audit row recording the erasure (who, when,
--- how many rows of each kind), the only place the name remains.
+-- how many rows of each kind), and what other owners hold that names it:
+-- their own audit rows (a grant to it, a group membership change), their
+-- ghost memories of a conversation with it (tagged ghost_owner:<name>).
+-- Those are the other owners' records; docs/OPERATIONS.md says so.
 CREATE FUNCTION engram.erase_owner(owner text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -1959,14 +1972,7 @@ BEGIN
     IF resource_update.name IS NOT NULL THEN
         PERFORM engram._check_resource_name(resource_update.name);
     END IF;
-    IF resource_update.content IS NOT NULL THEN
-        PERFORM engram._check_content(resource_update.content);
-        IF resource_update.content <> r.content AND resource_update.embedding IS NULL AND r.embedding IS NOT NULL THEN
-            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
-                USING ERRCODE = '22004';
-        END IF;
-    END IF;
-    PERFORM engram._check_vector(resource_update.embedding, 'embedding');
+    PERFORM engram._check_new_content(r, resource_update.content, resource_update.embedding);
     IF resource_update.tags IS NOT NULL THEN
         PERFORM engram._check_tags(resource_update.tags, NULL, r.tags);
     END IF;
@@ -3309,6 +3315,7 @@ BEGIN
     RETURN QUERY
     SELECT m.id, m.content FROM engram.memories m
     WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
+      AND m.source <> 'resource'  -- people write resources' embeddings (resource_update)
     ORDER BY m.created_at, m.id
     LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000);
 END
@@ -3341,7 +3348,7 @@ BEGIN
     UPDATE engram.memories AS m SET embedding = x.e
     FROM unnest(set_embeddings.ids, set_embeddings.embeddings) AS x(i, e)
     WHERE m.id = x.i AND m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active'
-      AND m.internal_type IS NULL;
+      AND m.internal_type IS NULL AND m.source <> 'resource';
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN
         PERFORM engram._audit(v_owner, 'embed', NULL, jsonb_build_object('count', v_count));

@@ -95,6 +95,8 @@ def test_db_entrypoint_initialises_and_serves_engram_mcp():
         with open(os.path.join(home, "token")) as f:
             token = f.read().strip()
         assert token.startswith("eg_")
+        with open(home + ".log") as f:
+            assert token not in f.read(), "the token never reaches the log"
         mcp_port = free_port()
         env = dict(os.environ, ENGRAM_DATABASE_URL=url, ENGRAM_LISTEN=f"127.0.0.1:{mcp_port}",
                    ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")

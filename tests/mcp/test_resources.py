@@ -122,3 +122,20 @@ async def test_memories_api_for_the_browser():
         assert psql(db, f"SELECT status FROM engram.memories WHERE id = '{mem}'") == "archived"
         other = psql(db, "SELECT engram.create_token(owner => 'ugo', label => 'x')")
         assert rest(base, "GET", f"/api/memories/{mem}", other).status_code == 404
+
+
+def test_api_and_ui_refuse_foreign_hosts_and_origins():
+    """DNS rebinding: /api and /ui check Host and Origin as rmcp does for /mcp,
+    before authentication, so an anonymous loopback server is covered too."""
+    db = new_database()  # no token: anonymous loopback access is on
+    with serving(db) as base:
+        assert httpx.get(base + "/api/memories").status_code == 200
+        r = httpx.get(base + "/api/memories", headers={"Host": "evil.example"})
+        assert r.status_code == 403 and "--allowed-hosts" in r.json()["error"]
+        r = httpx.get(base + "/ui", headers={"Host": "evil.example:8080"})
+        assert r.status_code == 403
+        r = httpx.delete(base + "/api/memories/00000000-0000-0000-0000-000000000000",
+                         headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403 and "--allowed-origins" in r.json()["error"]
+        origin = base.replace("127.0.0.1", "localhost")
+        assert httpx.get(base + "/api/memories", headers={"Origin": origin}).status_code == 200

@@ -138,6 +138,22 @@ pub async fn empty_database() -> (String, Client) {
     (name, admin)
 }
 
+/// The first column of every row `sql` returns.
+pub async fn column<T: for<'a> tokio_postgres::types::FromSql<'a>>(client: &Client, sql: &str) -> Vec<T> {
+    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// The first two columns of every row `sql` returns.
+pub async fn pairs<A, B>(client: &Client, sql: &str) -> Vec<(A, B)>
+where
+    A: for<'a> tokio_postgres::types::FromSql<'a>,
+    B: for<'a> tokio_postgres::types::FromSql<'a>,
+{
+    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
 /// A connection to `db` as `user`.
 pub async fn connect_as(db: &str, user: &str) -> Client {
     connect(db, user).await

@@ -20,16 +20,11 @@ async fn maintenance_schedules_the_three_jobs() {
     let c = cron_db().await;
     let out = run("engram_test", "maintenance.sql");
     assert!(out.contains("engram-purge"), "{out}");
-    let jobs: Vec<(String, String)> = c
-        .query(
-            "SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'engram-%' ORDER BY jobname",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let jobs: Vec<(String, String)> = pairs(
+        &c,
+        "SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'engram-%' ORDER BY jobname",
+    )
+    .await;
     assert_eq!(
         jobs,
         [
@@ -58,17 +53,11 @@ async fn stats_tokens_erase_and_app_role_examples() {
     );
 
     run(&db.name, "tokens.sql");
-    let tokens: Vec<(String, bool)> = db
-        .admin
-        .query(
-            "SELECT label, revoked_at IS NOT NULL FROM engram.tokens WHERE owner = 'alice' ORDER BY label",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let tokens: Vec<(String, bool)> = pairs(
+        &db.admin,
+        "SELECT label, revoked_at IS NOT NULL FROM engram.tokens WHERE owner = 'alice' ORDER BY label",
+    )
+    .await;
     assert_eq!(
         tokens,
         [("alice-ci", true), ("alice-laptop", true), ("alice-laptop-2", false)].map(|(l, r)| (l.to_string(), r))

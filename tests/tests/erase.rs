@@ -6,19 +6,13 @@ use engram_tests::*;
 
 /// Rows naming `owner` in every engram table with an owner column, by table.
 async fn rows_of(db: &TestDb, owner: &str) -> Vec<(String, i64)> {
-    let tables: Vec<String> = db
-        .admin
-        .query(
-            "SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+    let tables: Vec<String> = column(
+        &db.admin,
+        "SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
              WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r' AND a.attname = 'owner'
              ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    )
+    .await;
     let mut out = Vec::new();
     for t in tables {
         let n: i64 = db

@@ -45,24 +45,21 @@ fn listed(doc: &str, heading: &str, kind: &str) -> BTreeSet<String> {
     names
 }
 
-fn set(rows: Vec<tokio_postgres::Row>) -> BTreeSet<String> {
-    rows.iter().map(|r| r.get::<_, String>(0)).collect()
+async fn set(c: &tokio_postgres::Client, sql: &str) -> BTreeSet<String> {
+    column::<String>(c, sql).await.into_iter().collect()
 }
 
 #[tokio::test]
 async fn every_public_function_is_owner_first_or_classified() {
     let db = TestDb::new(4).await;
     let doc = scaling_md();
-    let not_owner_first = set(db
-        .admin
-        .query(
-            "SELECT DISTINCT p.proname::text FROM pg_proc p
+    let not_owner_first = set(
+        &db.admin,
+        "SELECT DISTINCT p.proname::text FROM pg_proc p
              WHERE p.pronamespace = 'engram'::regnamespace AND p.proname !~ '^_'
                AND coalesce(p.proargnames[1], '') <> 'owner'",
-            &[],
-        )
-        .await
-        .unwrap());
+    )
+    .await;
     let heading = "## Functions";
     let mut classified = BTreeSet::new();
     for kind in ["ghost read", "database-wide job", "reference tables", "pure"] {
@@ -80,19 +77,13 @@ async fn every_public_function_is_owner_first_or_classified() {
     );
     // The owner-first functions really take it first (not merely a
     // parameter called owner somewhere): a text first argument.
-    let bad: Vec<String> = db
-        .admin
-        .query(
-            "SELECT p.oid::regprocedure::text FROM pg_proc p
+    let bad: Vec<String> = column(
+        &db.admin,
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
              WHERE p.pronamespace = 'engram'::regnamespace AND p.proname !~ '^_'
                AND p.proargnames[1] = 'owner' AND p.proargtypes[0] <> 'text'::regtype",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    )
+    .await;
     assert!(bad.is_empty(), "owner must be text: {bad:?}");
 }
 
@@ -100,24 +91,18 @@ async fn every_public_function_is_owner_first_or_classified() {
 async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
     let db = TestDb::new(4).await;
     let doc = scaling_md();
-    let tables = set(db
-        .admin
-        .query(
-            "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r'",
-            &[],
-        )
-        .await
-        .unwrap());
-    let owner_scoped = set(db
-        .admin
-        .query(
-            "SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+    let tables = set(
+        &db.admin,
+        "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r'",
+    )
+    .await;
+    let owner_scoped = set(
+        &db.admin,
+        "SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
              WHERE c.relnamespace = 'engram'::regnamespace AND c.relkind = 'r'
                AND a.attname = 'owner' AND NOT a.attisdropped",
-            &[],
-        )
-        .await
-        .unwrap());
+    )
+    .await;
     let reference = listed(&doc, "## Tables", "reference");
     let distributed = listed(&doc, "## Tables", "distributed");
     let mut documented = reference.clone();
@@ -134,17 +119,14 @@ async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
 
     // Citus: every primary key and unique index of a distributed table
     // includes the distribution column.
-    let narrow_keys = set(db
-        .admin
-        .query(
-            "SELECT DISTINCT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+    let narrow_keys = set(
+        &db.admin,
+        "SELECT DISTINCT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
              WHERE c.relnamespace = 'engram'::regnamespace AND i.indisunique
                AND NOT EXISTS (SELECT 1 FROM pg_attribute a
                                WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum = ANY (i.indkey))",
-            &[],
-        )
-        .await
-        .unwrap());
+    )
+    .await;
     let narrow_distributed: BTreeSet<_> = narrow_keys.intersection(&distributed).cloned().collect();
     let to_widen = listed(&doc, "## Keys Citus needs", "widen");
     assert_eq!(

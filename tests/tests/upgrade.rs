@@ -273,14 +273,13 @@ async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
     app.batch_execute("COMMIT").await.unwrap();
 }
 
-#[tokio::test]
-async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() {
-    let (name, old) = install("0.3.0").await;
-    // A populated 0.3.0 database: tagged memories of two owners, a ghost
-    // memory, an archived one, a captured event without an embedding, a
-    // workspace with a state.
+/// Tagged memories of two owners (so that scope lists exist) and a ghost
+/// memory: alice's tea (drinks, home), chess (games) and Lyon (home), bob's
+/// coffee (drinks) and bob's secret told to alice's ghost. Returns the ids of
+/// alice's three.
+async fn tagged_memories(old: &Client) -> (Uuid, Uuid, Uuid) {
     let tea = create(
-        &old,
+        old,
         "alice",
         "alice drinks green tea",
         &[1.0, 0.0, 0.0, 0.0],
@@ -288,7 +287,7 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     )
     .await;
     let chess = create(
-        &old,
+        old,
         "alice",
         "alice plays chess",
         &[0.0, 1.0, 0.0, 0.0],
@@ -296,7 +295,7 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     )
     .await;
     let gone = create(
-        &old,
+        old,
         "alice",
         "alice lived in Lyon",
         &[0.0, 0.0, 0.0, 1.0],
@@ -304,7 +303,7 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     )
     .await;
     create(
-        &old,
+        old,
         "bob",
         "bob drinks coffee",
         &[0.9, 0.1, 0.0, 0.0],
@@ -312,13 +311,23 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     )
     .await;
     create(
-        &old,
+        old,
         "bob",
         "bob told alice's ghost a secret",
         &[0.0, 0.0, 1.0, 0.0],
         "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
     )
     .await;
+    (tea, chess, gone)
+}
+
+#[tokio::test]
+async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() {
+    let (name, old) = install("0.3.0").await;
+    // A populated 0.3.0 database: tagged memories of two owners, a ghost
+    // memory, an archived one, a captured event without an embedding, a
+    // workspace with a state.
+    let (tea, chess, gone) = tagged_memories(&old).await;
     old.batch_execute(&format!(
         "SELECT engram.forget(owner => 'alice', id => '{gone}');
          SELECT engram.workspace_create(owner => 'alice', name => 'api');
@@ -365,27 +374,17 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     app.query_one("SELECT engram.bind($1)", &[&token])
         .await
         .expect("0.3.0 token binds");
-    let found: Vec<Uuid> = app
-        .query(
-            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let found: Vec<Uuid> = column(
+        &app,
+        "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
+    )
+    .await;
     assert_eq!(found, vec![tea], "the archived memory stays out of the home list");
-    let all: Vec<Uuid> = app
-        .query(
-            "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let all: Vec<Uuid> = column(
+        &app,
+        "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
+    )
+    .await;
     assert_eq!(all, vec![chess, tea]);
     app.batch_execute("COMMIT").await.unwrap();
     // New writes keep the lists from here on.
@@ -414,46 +413,7 @@ async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
     // A populated 0.4.0 database: tagged memories of two owners (so scope
     // lists and sizes exist), a ghost memory, an archived one, an event, a
     // token.
-    let tea = create(
-        &old,
-        "alice",
-        "alice drinks green tea",
-        &[1.0, 0.0, 0.0, 0.0],
-        "tags => '{drinks,home}'",
-    )
-    .await;
-    let chess = create(
-        &old,
-        "alice",
-        "alice plays chess",
-        &[0.0, 1.0, 0.0, 0.0],
-        "tags => '{games}'",
-    )
-    .await;
-    let gone = create(
-        &old,
-        "alice",
-        "alice lived in Lyon",
-        &[0.0, 0.0, 0.0, 1.0],
-        "tags => '{home}'",
-    )
-    .await;
-    create(
-        &old,
-        "bob",
-        "bob drinks coffee",
-        &[0.9, 0.1, 0.0, 0.0],
-        "tags => '{drinks}'",
-    )
-    .await;
-    create(
-        &old,
-        "bob",
-        "bob told alice's ghost a secret",
-        &[0.0, 0.0, 1.0, 0.0],
-        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice')",
-    )
-    .await;
+    let (tea, chess, gone) = tagged_memories(&old).await;
     old.batch_execute(&format!(
         "SELECT engram.forget(owner => 'alice', id => '{gone}');
          SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
@@ -523,16 +483,11 @@ async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
     old.batch_execute(&format!("SELECT engram.forget(owner => 'alice', id => '{tea}')"))
         .await
         .unwrap();
-    let listed: Vec<Uuid> = old
-        .query(
-            "SELECT memory_id FROM engram.scope_entries WHERE owner = 'alice' AND list = engram._list_key(NULL, 'home')",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let listed: Vec<Uuid> = column(
+        &old,
+        "SELECT memory_id FROM engram.scope_entries WHERE owner = 'alice' AND list = engram._list_key(NULL, 'home')",
+    )
+    .await;
     assert_eq!(listed, vec![porto]);
     let home_size: i64 = old
         .query_one(

@@ -145,8 +145,8 @@ const EVENT_TOOLS: [&str; 4] = [
 
 /// Limits checked before any text is embedded (the database checks them
 /// again): content as engram.remember, queries as engram.search.
-const MAX_CONTENT_BYTES: usize = 256 * 1024;
-const MAX_QUERY_BYTES: usize = 65_536;
+pub(crate) const MAX_CONTENT_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_QUERY_BYTES: usize = 65_536;
 
 /// What a ghost conversation's core write tools answer (SPEC 8.2).
 const GHOST_WRITES: &str = "A ghost conversation writes only through memory_internal_create (the ghost's own \
@@ -157,6 +157,9 @@ const GHOST_WRITES: &str = "A ghost conversation writes only through memory_inte
 pub struct EngramServer {
     shared: Arc<Shared>,
     tool_router: ToolRouter<Self>,
+    /// One EngramServer serves one MCP session: it subscribes the session
+    /// to resource changes once, whatever a client sends again.
+    subscribed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 // ---- helpers -----------------------------------------------------------
@@ -190,7 +193,7 @@ fn not_in_ghost(c: &Caller) -> Result<(), String> {
     }
 }
 
-fn check_size(what: &str, text: &str, limit: usize) -> Result<(), String> {
+pub(crate) fn check_size(what: &str, text: &str, limit: usize) -> Result<(), String> {
     if text.len() > limit {
         return Err(format!(
             "{what} is {} bytes; the limit is {limit}. Shorten it or split it into several memories.",
@@ -266,6 +269,7 @@ impl EngramServer {
     pub fn new(shared: Arc<Shared>) -> EngramServer {
         EngramServer {
             shared,
+            subscribed: Default::default(),
             tool_router: Self::memories_router()
                 + Self::internal_router()
                 + Self::sharing_router()
@@ -425,7 +429,9 @@ impl ServerHandler for EngramServer {
             .get::<Parts>()
             .and_then(|p| p.extensions.get::<Caller>())
         {
-            self.shared.subscribers.register(&c.owner, context.peer.clone());
+            if !self.subscribed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.shared.subscribers.register(&c.owner, context.peer.clone());
+            }
         }
     }
 
