@@ -1468,7 +1468,11 @@ BEGIN
                    WHEN 'importance' THEN m.importance::text::numeric
                    ELSE coalesce(a.access_count, 0)::numeric END AS key_num
         FROM engram.memories m
-        LEFT JOIN engram._accesses(s.owner) a ON a.memory_id = m.id
+        -- A space's or group's list (no owner) reads the counts of its
+        -- publications only, not every owner's.
+        LEFT JOIN engram._accesses(s.owner, CASE WHEN s.owner IS NULL THEN ARRAY(
+                      SELECT p.memory_id FROM engram.publications p
+                      WHERE p.space = s.space OR p.group_id = s.group_id) END) a ON a.memory_id = m.id
         WHERE (s.owner IS NULL OR m.owner = s.owner)
           -- an active memory past its expiry lists as expired
           AND CASE WHEN m.status = 'active' AND m.expires_at <= now() THEN v_status = 'expired'
