@@ -1705,9 +1705,6 @@ BEGIN
 END
 $fn$;
 
--- Idempotent pg_cron jobs (by name): engram-expire and engram-rescore, and
--- engram-purge when purge_cron is given (removed when it is not). The same
--- call twice leaves the same jobs.
 -- Right to erasure for a whole owner, for DBAs: every row that belongs to
 -- `owner` goes in one transaction: memories (their revisions, events and
 -- publications by foreign key, their scope-list entries by trigger), access
@@ -1846,8 +1843,7 @@ BEGIN
         RAISE EXCEPTION 'memory % belongs to another owner; import into that owner, or export again with new ids', r.id
             USING ERRCODE = '23505';
     END IF;
-    r.dedup_key := engram._dedup_key(r.content, r.internal_type, engram._scope_of(coalesce(r.tags, '{}')),
-                                     coalesce(r.kind, 'semantic'), r.session_id);
+    r.dedup_key := engram._dedup_key(r.content, r.internal_type, engram._scope_of(r.tags), r.kind, r.session_id);
     IF coalesce(r.status, 'active') = 'active' AND EXISTS (
         SELECT 1 FROM engram.memories m WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = r.dedup_key) THEN
         RETURN 'duplicate';
@@ -1858,9 +1854,9 @@ BEGIN
          flag_reason, correction_count, revision, trust_score, staleness_score, session_id, created_at,
          updated_at, expires_at, archived_at, access_level)
     VALUES
-        (r.id, v_owner, coalesce(r.kind, 'semantic'), coalesce(r.source, 'memory'), r.internal_type, r.content,
-         sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, coalesce(r.tags, '{}'),
-         coalesce(r.metadata, '{}'), v_vec, coalesce(r.author_type, 'agent'), coalesce(r.importance, 0.5),
+        (r.id, v_owner, r.kind, r.source, r.internal_type, r.content,
+         sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, r.tags,
+         r.metadata, v_vec, r.author_type, r.importance,
          coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
          coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
          coalesce(r.trust_score, 0.7), coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
@@ -2041,6 +2037,9 @@ BEGIN
 END
 $fn$;
 
+-- Idempotent pg_cron jobs (by name): engram-expire and engram-rescore, and
+-- engram-purge when purge_cron is given (removed when it is not). The same
+-- call twice leaves the same jobs.
 CREATE FUNCTION engram.schedule_maintenance(
     expire_cron text DEFAULT '*/5 * * * *',
     rescore_cron text DEFAULT '17 3 * * *',
