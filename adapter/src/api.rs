@@ -15,7 +15,7 @@ use crate::caller::Caller;
 use crate::db::DbError;
 use crate::tools::Shared;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -44,11 +44,7 @@ pub struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.0, Json(json!({ "error": self.1 }))).into_response();
-        if self.0 == StatusCode::SERVICE_UNAVAILABLE {
-            r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
-        }
-        r
+        crate::caller::deny(self.0, &self.1)
     }
 }
 

@@ -142,7 +142,9 @@ pub fn internal_from_headers(h: &HeaderMap) -> Result<Option<Internal>, String> 
     }))
 }
 
-fn deny(status: StatusCode, message: &str) -> Response {
+/// An error answer: `{"error": message}`, with `WWW-Authenticate` on 401
+/// and `Retry-After` on 503 (also the REST API's, crate::api).
+pub(crate) fn deny(status: StatusCode, message: &str) -> Response {
     let mut r = (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut()

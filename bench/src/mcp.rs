@@ -32,6 +32,24 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A `tools/call` as a stateless JSON client sends it to engram-mcp.
+fn call_tool(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    name: &str,
+    arguments: serde_json::Value,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}});
+    http.post(format!("{base}/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+}
+
 /// Prints the MCP vs SQL recall table.
 pub async fn recall_round_trip(
     c: &Client,
@@ -99,15 +117,14 @@ pub async fn recall_round_trip(
         .prepare("SELECT * FROM engram.recall(owner => $1, id => $2)")
         .await
         .unwrap();
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "memory_recall", "arguments": {"id": id.to_string()}}});
     let post = || {
-        http.post(format!("{base}/mcp"))
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", "2025-06-18")
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
+        call_tool(
+            &http,
+            &base,
+            &token,
+            "memory_recall",
+            serde_json::json!({"id": id.to_string()}),
+        )
     };
     for _ in 0..50 {
         c.query(&sql, &[&owner, &id]).await.unwrap();
@@ -142,16 +159,7 @@ pub async fn recall_round_trip(
 
     // The write paths over MCP: memory_capture stores without an embedding
     // (the background embedder does it later), memory_remember embeds first.
-    let tool = |name: &str, arguments: serde_json::Value| {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}});
-        http.post(format!("{base}/mcp"))
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", "2025-06-18")
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-    };
+    let tool = |name: &str, arguments: serde_json::Value| call_tool(&http, &base, &token, name, arguments);
     let (mut capture, mut remember) = (Samples::default(), Samples::default());
     for i in 0..n {
         let calls = [
@@ -226,17 +234,8 @@ async fn concurrent_load(http: &reqwest::Client, base: &str, token: &str, id: uu
                                                 "content": format!("bench mcp load {n}-{i}: deploy {} passed", i % 50)}),
                         _ => serde_json::json!({"id": id.to_string()}),
                     };
-                    let body = serde_json::json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                        "params": {"name": TOOLS[k], "arguments": arguments}});
                     let t = Instant::now();
-                    let reply = http
-                        .post(format!("{base}/mcp"))
-                        .header("Accept", "application/json, text/event-stream")
-                        .header("MCP-Protocol-Version", "2025-06-18")
-                        .bearer_auth(&token)
-                        .json(&body)
-                        .send()
-                        .await;
+                    let reply = call_tool(&http, &base, &token, TOOLS[k], arguments).await;
                     let ok = match reply {
                         Ok(r) if r.status().is_success() => {
                             !r.text().await.unwrap_or_default().contains("\"isError\":true")
