@@ -1,6 +1,6 @@
-//! Work done off the write path (SPEC 9): embedding the backlog of
-//! captured events, and writing session summaries when a summarizer is
-//! configured.
+//! Work done off the write path (SPEC 9, 11): embedding the backlog of
+//! captured events and, with `--vision`, of stored images, and writing
+//! session summaries when a summarizer is configured.
 //!
 //! `memory_capture` stores an event without an embedding and returns at
 //! once; the rows without one are the queue (engram.embedding_backlog), so
@@ -43,6 +43,8 @@ const FALLBACK_CHARS: usize = 2000;
 enum Job {
     /// Drain this caller's backlog.
     Embed(Caller),
+    /// Embed this caller's images that have no embedding yet (--vision).
+    EmbedImages(Caller),
     /// Summarize this caller's session, if a summary is still due.
     Summarize(Caller, String),
 }
@@ -53,6 +55,14 @@ pub struct Background {
     /// Owners with an Embed job queued and not yet started: a burst of
     /// captures queues one job.
     queued: Mutex<HashSet<String>>,
+    /// The same for EmbedImages jobs.
+    queued_images: Mutex<HashSet<String>>,
+    /// Whether images are embedded (--vision).
+    vision: bool,
+    /// Per owner, the images the embedder refused (not decodable, say):
+    /// skipped by later batches of this process, so they cannot hold up
+    /// the owner's other images.
+    refused: Mutex<HashMap<String, Vec<String>>>,
     /// Owners whose backlog was drained at least once since start-up.
     seen: Mutex<HashSet<String>>,
     /// (owner, session) pairs with a summary being written: captures past
@@ -73,11 +83,14 @@ pub struct Worker {
 impl Background {
     /// `wait`: how long the worker waits after the first capture of a burst
     /// before it embeds, so that one batch takes the whole burst.
-    pub fn new(wait: Duration, summarizer: Option<Summarizer>) -> (Background, Worker) {
+    pub fn new(wait: Duration, summarizer: Option<Summarizer>, vision: bool) -> (Background, Worker) {
         let (tx, rx) = mpsc::unbounded_channel();
         let bg = Background {
             tx,
             queued: Mutex::new(HashSet::new()),
+            queued_images: Mutex::new(HashSet::new()),
+            vision,
+            refused: Default::default(),
             seen: Mutex::new(HashSet::new()),
             summarizing: Default::default(),
             failed: Default::default(),
@@ -115,6 +128,23 @@ impl Background {
             .insert(c.owner.clone());
         if first {
             self.embed(c);
+            self.embed_images(c);
+        }
+    }
+
+    /// Schedules embedding of the caller's images without an embedding
+    /// (after memory_image_put), when vision is on.
+    pub fn embed_images(&self, c: &Caller) {
+        if !self.vision || !plain(c) {
+            return;
+        }
+        let fresh = self
+            .queued_images
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(c.owner.clone());
+        if fresh {
+            let _ = self.tx.send(Job::EmbedImages(c.clone()));
         }
     }
 
@@ -201,6 +231,26 @@ async fn run_job(
                 Err(e) => tracing::warn!(owner = %c.owner, error = %e, "embedding backlog: will retry"),
             }
         }
+        Job::EmbedImages(c) => {
+            shared
+                .background
+                .queued_images
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&c.owner);
+            match embed_images(shared, &c).await {
+                Ok((n, more)) => {
+                    if n > 0 {
+                        tracing::info!(owner = %c.owner, embedded = n, more, "image embedding batch");
+                    }
+                    if more {
+                        shared.background.embed_images(&c);
+                    }
+                }
+                // The images stay without an embedding; the owner's next put retries.
+                Err(e) => tracing::warn!(owner = %c.owner, error = %e, "image embedding: will retry"),
+            }
+        }
         Job::Summarize(c, session) => {
             if let Some(s) = summarizer {
                 let shared = shared.clone();
@@ -282,6 +332,101 @@ async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), Strin
     // A full batch of which nothing changed was embedded by another
     // process: stop rather than spin.
     Ok((n as usize, rows.len() == BATCH as usize && n > 0))
+}
+
+/// Images embedded per round trip (each row carries the image's bytes).
+const IMAGE_BATCH: i32 = 8;
+
+/// Refused images remembered per owner (beyond it, a full batch of refused
+/// images ends that owner's round until the next put).
+const MAX_REFUSED: usize = 1000;
+
+/// Embeds one batch of the caller's images without an embedding; returns
+/// how many it stored and whether more may be left. An image the embedder
+/// refuses on its own (say, one it cannot decode) is logged and left
+/// unembedded: it stays stored and retrievable, just not searchable.
+async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), String> {
+    let Some(vision) = shared.vision.as_deref() else {
+        return Ok((0, false));
+    };
+    let skip: Vec<String> = shared
+        .background
+        .refused
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&c.owner)
+        .cloned()
+        .unwrap_or_default();
+    let rows = shared
+        .db
+        .call(
+            c,
+            "SELECT sha256, mime, data FROM engram.image_backlog(lim => $1::integer, skip => $2::text[])",
+            &[&IMAGE_BATCH, &skip],
+        )
+        .await
+        .map_err(|e: DbError| e.message)?;
+    if rows.is_empty() {
+        return Ok((0, false));
+    }
+    let shas: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let images: Vec<engram_embed::vision::Image> = rows
+        .iter()
+        .map(|r| engram_embed::vision::Image {
+            mime: r.get(1),
+            data: r.get(2),
+        })
+        .collect();
+    let started = Instant::now();
+    let batch = vision.embed_images(&images).await;
+    shared.metrics.embedding(started.elapsed(), batch.is_ok());
+    let vectors: Vec<Option<Vec<f32>>> = match batch {
+        Ok(v) => v.into_iter().map(Some).collect(),
+        Err(_) => {
+            let mut one_by_one = Vec::with_capacity(images.len());
+            for (image, sha) in images.iter().zip(&shas) {
+                match vision.embed_images(std::slice::from_ref(image)).await {
+                    Ok(mut v) => one_by_one.push(Some(v.remove(0))),
+                    Err(e) => {
+                        tracing::warn!(owner = %c.owner, sha256 = %sha, error = %e, "image not embedded");
+                        let mut refused = shared.background.refused.lock().unwrap_or_else(|p| p.into_inner());
+                        let list = refused.entry(c.owner.clone()).or_default();
+                        if list.len() < MAX_REFUSED {
+                            list.push(sha.clone());
+                        }
+                        one_by_one.push(None);
+                    }
+                }
+            }
+            one_by_one
+        }
+    };
+    let model = vision.name();
+    let mut stored = 0;
+    for (sha, v) in shas.iter().zip(vectors) {
+        let Some(v) = v else { continue };
+        shared
+            .db
+            .call(
+                c,
+                "SELECT engram.vision_embed(sha256 => $1, embedding => $2, model => $3)",
+                &[sha, &Vector::from(v), &model],
+            )
+            .await
+            .map_err(|e| e.message)?;
+        stored += 1;
+    }
+    // More when this batch was full and settled something: refused images
+    // are skipped from now on, so every round makes progress (no spinning).
+    let refused_now = shared
+        .background
+        .refused
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&c.owner)
+        .map_or(0, Vec::len);
+    let progress = stored > 0 || refused_now > skip.len();
+    Ok((stored, rows.len() == IMAGE_BATCH as usize && progress))
 }
 
 async fn embed(shared: &Shared, c: &Caller, texts: &[String]) -> Result<Vec<Vector>, String> {

@@ -79,6 +79,14 @@ pub enum EmbedderKind {
     Ollama,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ImageEmbedderKind {
+    /// an OpenAI-compatible POST {url}/v1/embeddings taking image data URIs (--image-embedder-url)
+    Openai,
+    /// CLIP in safetensors, run in-process by candle (--image-model-dir)
+    Local,
+}
+
 /// `engram-mcp serve`: the HTTP listener's own flags, then the common ones.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -168,6 +176,29 @@ pub struct CommonArgs {
         default_value = "core,internal,workspace,events"
     )]
     pub tools: Vec<String>,
+    /// Serve vision memories (SPEC 11): the `vision` tool group (memory_image_put, memory_vision_search), with
+    /// the image embedder --image-embedder picks. Off by default; without it those tools are not listed.
+    #[arg(long, env = "ENGRAM_VISION")]
+    pub vision: bool,
+    /// The image embedder of --vision: `openai`, an OpenAI-compatible POST {url}/v1/embeddings that takes image
+    /// data URIs and texts in one space (a CLIP server; --image-embedder-url), or `local`, CLIP weights in
+    /// safetensors run in-process by candle (--image-model-dir). Default: openai with --image-embedder-url,
+    /// else local.
+    #[arg(long, env = "ENGRAM_IMAGE_EMBEDDER", value_enum)]
+    pub image_embedder: Option<ImageEmbedderKind>,
+    /// Base URL of the image-embedding service, e.g. http://127.0.0.1:8000.
+    #[arg(long, env = "ENGRAM_IMAGE_EMBEDDER_URL")]
+    pub image_embedder_url: Option<String>,
+    /// The model name sent to the image-embedding service.
+    #[arg(long, env = "ENGRAM_IMAGE_EMBEDDER_MODEL", default_value = "clip")]
+    pub image_embedder_model: String,
+    /// Bearer key for the image-embedding service, if it needs one.
+    #[arg(long, env = "ENGRAM_IMAGE_EMBEDDER_API_KEY", hide_env_values = true)]
+    pub image_embedder_api_key: Option<String>,
+    /// Directory of a CLIP model for --image-embedder local, in Hugging Face's layout: config.json,
+    /// model.safetensors and tokenizer.json (e.g. openai/clip-vit-base-patch32; 512 dimensions).
+    #[arg(long, env = "ENGRAM_IMAGE_MODEL_DIR")]
+    pub image_model_dir: Option<PathBuf>,
     /// An OpenAI-compatible chat API (base URL, e.g. http://127.0.0.1:8000/v1) that writes session summaries
     /// when they come due (engram.summary_every events). Without it, agents write them with memory_summarize.
     #[arg(long, env = "ENGRAM_SUMMARIZER_URL")]

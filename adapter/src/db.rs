@@ -284,6 +284,11 @@ impl Db {
         Ok(self.query("SELECT engram._dims()", &[]).await?[0].get(0))
     }
 
+    /// The dimension of image embeddings (engram.configure(image_dims => ...)).
+    pub async fn image_dims(&self) -> Result<i32, DbError> {
+        Ok(self.query("SELECT engram._image_dims()", &[]).await?[0].get(0))
+    }
+
     pub async fn ping(&self) -> Result<(), DbError> {
         let client = self.pool.get().await?;
         client.simple_query("SELECT 1").await?;

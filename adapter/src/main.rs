@@ -83,6 +83,46 @@ pub(crate) fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<B
     })
 }
 
+/// The image embedder `--vision` asks for, or None without `--vision`
+/// (image flags without it are a mistake worth an error).
+pub(crate) fn build_image_embedder(
+    args: &CommonArgs,
+    dims: usize,
+) -> anyhow::Result<Option<Box<dyn engram_embed::vision::ImageEmbedder>>> {
+    use config::ImageEmbedderKind;
+    use engram_embed::vision::{clip::ClipEmbedder, http::OpenAiImageEmbedder};
+    if !args.vision {
+        if args.image_embedder.is_some() || args.image_embedder_url.is_some() || args.image_model_dir.is_some() {
+            bail!("--image-embedder, --image-embedder-url and --image-model-dir take effect only with --vision; add --vision");
+        }
+        return Ok(None);
+    }
+    let kind = args.image_embedder.unwrap_or(if args.image_embedder_url.is_some() {
+        ImageEmbedderKind::Openai
+    } else {
+        ImageEmbedderKind::Local
+    });
+    Ok(Some(match kind {
+        ImageEmbedderKind::Openai => {
+            let url = args.image_embedder_url.clone().context(
+                "--vision with --image-embedder openai needs --image-embedder-url (a CLIP server's base URL)",
+            )?;
+            let options = HttpOptions {
+                api_key: args.image_embedder_api_key.clone(),
+                ..HttpOptions::default()
+            };
+            Box::new(OpenAiImageEmbedder::new(&url, &args.image_embedder_model, dims, options)?)
+        }
+        ImageEmbedderKind::Local => {
+            let dir = args.image_model_dir.clone().context(
+                "--vision needs an image embedder: --image-embedder-url URL (a CLIP server), or --image-embedder \
+                 local --image-model-dir DIR (CLIP weights: config.json, model.safetensors, tokenizer.json)",
+            )?;
+            Box::new(ClipEmbedder::load(&dir)?)
+        }
+    }))
+}
+
 /// What every server mode starts with: the database checked (login role,
 /// dimension), the embedder loaded and probed, the background worker
 /// running.
@@ -95,7 +135,8 @@ pub(crate) struct Started {
 
 pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     // Flags first: a typo should not wait for the model to load.
-    let groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
+    let mut groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
+    groups.vision = args.vision;
     let limits = db::Limits {
         pool_wait: std::time::Duration::from_millis(args.pool_wait_ms),
         statement_timeout: std::time::Duration::from_millis(args.statement_timeout_ms),
@@ -133,6 +174,30 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     // A check against a real embedding service at start-up, not at the first call.
     let probe = embedder.embed(&["engram start-up check".to_string()]).await?;
     engram_embed::check_dims(&probe, dims as usize)?;
+    let vision = if args.vision {
+        let image_dims = db
+            .image_dims()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot read the image dimension: {e}"))?;
+        let vision = build_image_embedder(args, image_dims as usize)?.context("--vision without an image embedder")?;
+        if vision.dims() != image_dims as usize {
+            bail!(
+                "the image embedder {} produces {} dimensions but the database stores {image_dims} for images; \
+                 run SELECT engram.configure(image_dims => {}) while no image holds an embedding, or pick \
+                 another model",
+                vision.name(),
+                vision.dims(),
+                vision.dims()
+            );
+        }
+        // As for text: a real check against the service at start-up.
+        let probe = vision.embed_texts(&["engram start-up check".to_string()]).await?;
+        engram_embed::check_dims(&probe, image_dims as usize)?;
+        tracing::info!(image_embedder = %vision.name(), image_dims, "vision memories on");
+        Some(vision)
+    } else {
+        build_image_embedder(args, 0)?
+    };
     let summarizer = match &args.summarizer_url {
         Some(url) => Some(summarizer::Summarizer::new(
             url,
@@ -143,7 +208,11 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         None => None,
     };
     let (background, worker) =
-        tools::Background::new(std::time::Duration::from_millis(args.embed_batch_wait_ms), summarizer);
+        tools::Background::new(
+        std::time::Duration::from_millis(args.embed_batch_wait_ms),
+        summarizer,
+        vision.is_some(),
+    );
     let shared = Arc::new(Shared {
         db: db.clone(),
         embedder: Cached::new(embedder, EMBED_CACHE_ENTRIES),
@@ -152,6 +221,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         conflict_threshold: args.conflict_threshold,
         background,
         subscribers: Default::default(),
+        vision,
     });
     tokio::spawn(background::run(shared.clone(), worker));
     Ok(Started { shared, db, role, dims })
@@ -280,7 +350,15 @@ async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string(),
     };
-    let ok = database == "ok" && embedder == "ok";
+    // With --vision, the image embedder is checked the same way.
+    let image_embedder = match shared.vision.as_deref() {
+        Some(v) => Some(match v.embed_texts(&["engram health check".to_string()]).await {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        }),
+        None => None,
+    };
+    let ok = database == "ok" && embedder == "ok" && image_embedder.as_deref().is_none_or(|s| s == "ok");
     let status = if ok {
         StatusCode::OK
     } else {
@@ -293,6 +371,8 @@ async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
             "database": database,
             "embedder": embedder,
             "model": shared.embedder.name(),
+            "image_embedder": image_embedder,
+            "image_model": shared.vision.as_deref().map(|v| v.name()),
         })),
     )
 }

@@ -706,9 +706,11 @@ $fn$;
 -- configuration
 ---------------------------------------------------------------------------
 
--- Sets the embedding dimension of this database (default 384). Allowed
--- while no memory holds an embedding; rebuilds the HNSW index.
-CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL) RETURNS jsonb
+-- Sets the embedding dimension of this database (default 384), allowed
+-- while no memory holds an embedding, and the dimension of image
+-- embeddings (default 512, at most 2000), allowed while no image holds one.
+-- Rebuilds what depends on the column (the memories' HNSW index).
+CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_current integer;
@@ -729,8 +731,28 @@ BEGIN
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
     END IF;
+    v_current := engram._image_dims();
+    IF configure.image_dims IS NOT NULL AND configure.image_dims <> v_current THEN
+        PERFORM engram._check_dims(configure.image_dims);
+        IF configure.image_dims > 2000 THEN
+            RAISE EXCEPTION 'image_dims % is above 2000; image embeddings are stored uncompressed in the row, which holds at most 2000 dimensions (CLIP models use 512 to 1024)', configure.image_dims
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT count(*) INTO v_stored FROM engram.images i WHERE i.embedding IS NOT NULL;
+        IF v_stored > 0 THEN
+            RAISE EXCEPTION '% images hold % -dimension embeddings; the image dimension can change only while none do (release those images first)', v_stored, v_current
+                USING ERRCODE = '55000';
+        END IF;
+        EXECUTE format('ALTER TABLE engram.images ALTER COLUMN embedding TYPE vector(%s)', configure.image_dims);
+        -- ALTER COLUMN TYPE takes the type's storage; keep the rows compact.
+        ALTER TABLE engram.images ALTER COLUMN embedding SET STORAGE PLAIN;
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('image_dims', configure.image_dims, 'previous', v_current));
+    END IF;
     RETURN jsonb_build_object(
         'embedding_dims', engram._dims(),
+        'image_dims', engram._image_dims(),
+        'image_max_bytes', engram._setting_image_max_bytes(),
         'conflict_threshold', engram._setting_conflict_threshold(),
         'staleness_weight', engram._setting_staleness_weight(),
         'trust_half_life_days', engram._setting_trust_half_life_days(),
@@ -1756,6 +1778,12 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('tokens', n);
     DELETE FROM engram.misses x WHERE x.owner = v_owner;
+    -- Images the erased memories held went with them (image_refs_delete);
+    -- these are the rest, bytes and embeddings included.
+    DELETE FROM engram.image_data d WHERE d.owner = v_owner;
+    DELETE FROM engram.images i WHERE i.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('images', n);
     DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
     DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
     DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
@@ -3561,6 +3589,287 @@ END
 $fn$;
 
 ---------------------------------------------------------------------------
+-- vision memories: images by content hash, CLIP embeddings (SPEC 11)
+---------------------------------------------------------------------------
+
+-- The dimension of image embeddings: the typmod of images.embedding
+-- (engram.configure(image_dims => ...)).
+CREATE FUNCTION engram._image_dims() RETURNS integer
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN (SELECT a.atttypmod FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = 'engram.images'::regclass AND a.attname = 'embedding');
+END
+$fn$;
+
+-- An image embedding (stored or a query) against the configured dimension.
+CREATE FUNCTION engram._check_image_vector(p_vec vector, p_argument text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_dims integer := engram._image_dims();
+BEGIN
+    IF p_vec IS NULL THEN
+        RAISE EXCEPTION '% is required: the image embedding (% dimensions)', p_argument, v_dims
+            USING ERRCODE = '22004';
+    END IF;
+    IF vector_dims(p_vec) <> v_dims OR vector_norm(p_vec) = 0 THEN
+        PERFORM engram._check_embedding(p_vec::real[], v_dims, p_argument);
+    END IF;
+END
+$fn$;
+
+-- The owner's image `p_sha`, locked for a change when p_lock; raises
+-- P0002 when the owner holds no such image.
+CREATE FUNCTION engram._locate_image(p_owner text, p_sha text, p_lock boolean) RETURNS engram.images
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r engram.images;
+BEGIN
+    IF p_lock THEN
+        SELECT i.* INTO r FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha FOR UPDATE;
+    ELSE
+        SELECT i.* INTO r FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha;
+    END IF;
+    IF r.sha256 IS NULL THEN
+        RAISE EXCEPTION 'image % not found; image ids are what engram.image_put returned (memory_image_put over MCP), and an image is erased at its last release', p_sha
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN r;
+END
+$fn$;
+
+-- Adds one reference to each of the owner's images `p_shas`; raises when
+-- the owner holds one of them not (nothing changes then).
+CREATE FUNCTION engram._image_hold(p_owner text, p_shas text[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_sha text;
+BEGIN
+    FOREACH v_sha IN ARRAY p_shas LOOP
+        UPDATE engram.images AS i SET refs = i.refs + 1, updated_at = now()
+        WHERE i.owner = p_owner AND i.sha256 = v_sha;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'metadata.images names image %, which owner % does not hold; store it first with engram.image_put (memory_image_put) and name the id it returns', v_sha, p_owner
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END
+$fn$;
+
+-- Gives back one reference to the owner's image `p_sha`: at the last one
+-- the image row goes, and with it its bytes (foreign key) and embedding.
+-- Returns the references left; NULL when the owner holds no such image.
+CREATE FUNCTION engram._image_release(p_owner text, p_sha text) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_refs integer;
+BEGIN
+    SELECT i.refs INTO v_refs FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha FOR UPDATE;
+    IF v_refs IS NULL THEN
+        RETURN NULL;
+    ELSIF v_refs > 1 THEN
+        UPDATE engram.images AS i SET refs = i.refs - 1, updated_at = now()
+        WHERE i.owner = p_owner AND i.sha256 = p_sha;
+        RETURN v_refs - 1;
+    END IF;
+    DELETE FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha;
+    PERFORM engram._audit(p_owner, 'image_erase', NULL, jsonb_build_object('sha256', p_sha));
+    RETURN 0;
+END
+$fn$;
+
+-- A memory naming images in metadata.images holds one reference to each
+-- while it exists: taken when it is written, moved when an update changes
+-- the list, given back when the row is deleted (hard forget, purge,
+-- erase_owner), so forgetting the last memory of a screenshot erases it.
+-- Row triggers whose WHEN clause is checked without calling a function:
+-- memories that name no images pay nothing.
+CREATE FUNCTION engram._image_refs_inserted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram._image_hold(NEW.owner, engram._image_refs(NEW.metadata, true));
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION engram._image_refs_updated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_old text[] := engram._image_refs(OLD.metadata, false);
+    v_new text[] := engram._image_refs(NEW.metadata, true);
+    v_sha text;
+BEGIN
+    PERFORM engram._image_hold(NEW.owner, ARRAY(SELECT unnest(v_new) EXCEPT SELECT unnest(v_old)));
+    FOREACH v_sha IN ARRAY ARRAY(SELECT unnest(v_old) EXCEPT SELECT unnest(v_new)) LOOP
+        PERFORM engram._image_release(OLD.owner, v_sha);
+    END LOOP;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION engram._image_refs_deleted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_sha text;
+BEGIN
+    -- Leniently: metadata written before 0.6.0 was never checked, and an
+    -- image released by hand already is skipped.
+    FOREACH v_sha IN ARRAY engram._image_refs(OLD.metadata, false) LOOP
+        PERFORM engram._image_release(OLD.owner, v_sha);
+    END LOOP;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER image_refs_insert AFTER INSERT ON engram.memories
+    FOR EACH ROW WHEN (NEW.metadata ? 'images') EXECUTE FUNCTION engram._image_refs_inserted();
+CREATE TRIGGER image_refs_update AFTER UPDATE OF metadata ON engram.memories
+    FOR EACH ROW WHEN (OLD.metadata -> 'images' IS DISTINCT FROM NEW.metadata -> 'images')
+    EXECUTE FUNCTION engram._image_refs_updated();
+CREATE TRIGGER image_refs_delete AFTER DELETE ON engram.memories
+    FOR EACH ROW WHEN (OLD.metadata ? 'images') EXECUTE FUNCTION engram._image_refs_deleted();
+
+-- Stores an image for `owner` once, by the sha256 of its bytes, and adds a
+-- reference; returns the sha256 (hex), the image's id. A second put of the
+-- same bytes adds a reference and keeps the first put's session. Refused,
+-- changing nothing: a type engram does not store, bytes that are not of the
+-- declared type, more than engram.image_max_bytes.
+CREATE FUNCTION engram.image_put(
+    owner text DEFAULT NULL,
+    data bytea DEFAULT NULL,
+    mime text DEFAULT NULL,
+    session_id text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner    text := engram._caller(image_put.owner, NULL, NULL, true);
+    v_bytes    integer := coalesce(octet_length(image_put.data), 0);
+    v_mime     text := engram._check_image(image_put.mime, substring(image_put.data FROM 1 FOR 12), v_bytes);
+    v_sha      text := encode(sha256(image_put.data), 'hex');
+    v_refs     integer;
+    v_inserted boolean;
+BEGIN
+    IF image_put.session_id IS NOT NULL AND (btrim(image_put.session_id) = '' OR octet_length(image_put.session_id) > 200) THEN
+        RAISE EXCEPTION 'session_id must be 1 to 200 bytes, or NULL for none'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
+    INSERT INTO engram.images AS i (owner, sha256, mime, bytes, refs, session_id)
+    VALUES (v_owner, v_sha, v_mime, v_bytes, 1, image_put.session_id)
+    ON CONFLICT ON CONSTRAINT images_pkey DO UPDATE SET refs = i.refs + 1, updated_at = now()
+    RETURNING i.refs, (i.xmax = 0) INTO v_refs, v_inserted;
+    IF v_inserted THEN
+        INSERT INTO engram.image_data (owner, sha256, data) VALUES (v_owner, v_sha, image_put.data);
+    END IF;
+    PERFORM engram._audit(v_owner, 'image_put', NULL,
+        jsonb_build_object('sha256', v_sha, 'bytes', v_bytes, 'mime', v_mime, 'refs', v_refs));
+    RETURN v_sha;
+END
+$fn$;
+
+-- Gives back one reference; returns the references left. At 0 the bytes
+-- and the embedding are erased in this transaction.
+CREATE FUNCTION engram.image_release(owner text DEFAULT NULL, sha256 text DEFAULT NULL) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(image_release.owner, NULL, NULL, true);
+    v_sha   text := engram._image_id(image_release.sha256);
+    v_left  integer;
+BEGIN
+    PERFORM engram._lock_owner(v_owner);
+    PERFORM engram._locate_image(v_owner, v_sha, true);
+    v_left := engram._image_release(v_owner, v_sha);
+    PERFORM engram._audit(v_owner, 'image_release', NULL, jsonb_build_object('sha256', v_sha, 'refs', v_left));
+    RETURN v_left;
+END
+$fn$;
+
+-- The bytes of one of the owner's images.
+CREATE FUNCTION engram.image_get(owner text DEFAULT NULL, sha256 text DEFAULT NULL) RETURNS bytea
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(image_get.owner, NULL, NULL, false);
+    v_sha   text := engram._image_id(image_get.sha256);
+BEGIN
+    PERFORM engram._locate_image(v_owner, v_sha, false);
+    RETURN (SELECT d.data FROM engram.image_data d WHERE d.owner = v_owner AND d.sha256 = v_sha);
+END
+$fn$;
+
+-- Stores (or replaces) the embedding of one of the owner's images, with
+-- the model that computed it.
+CREATE FUNCTION engram.vision_embed(
+    owner text DEFAULT NULL,
+    sha256 text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    model text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(vision_embed.owner, NULL, NULL, true);
+    v_sha   text := engram._image_id(vision_embed.sha256);
+BEGIN
+    PERFORM engram._check_image_vector(vision_embed.embedding, 'embedding');
+    IF vision_embed.model IS NULL OR btrim(vision_embed.model) = '' OR octet_length(vision_embed.model) > 200 THEN
+        RAISE EXCEPTION 'model is required: the name of the image model that computed the embedding (1 to 200 bytes)'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._locate_image(v_owner, v_sha, true);
+    UPDATE engram.images AS i SET embedding = vision_embed.embedding, embedding_model = vision_embed.model,
+                                  embedded_at = now(), updated_at = now()
+    WHERE i.owner = v_owner AND i.sha256 = v_sha;
+    PERFORM engram._audit(v_owner, 'vision_embed', NULL, jsonb_build_object('sha256', v_sha, 'model', vision_embed.model));
+    RETURN true;
+END
+$fn$;
+
+-- The owner's embedded images nearest to `query_embedding` (an image's or
+-- a text's, from the same model): exact cosine over the owner's images (or
+-- one session's), k clamped to 1..50. No index: a few thousand images per
+-- owner scan in milliseconds (docs/VISION.md says when one would pay off).
+-- A result type because session_id is both an argument and a column.
+CREATE TYPE engram.vision_hit AS (sha256 text, similarity real, session_id text, created_at timestamptz);
+
+CREATE FUNCTION engram.vision_search(
+    owner text DEFAULT NULL,
+    query_embedding vector DEFAULT NULL,
+    k integer DEFAULT 10,
+    session_id text DEFAULT NULL)
+RETURNS SETOF engram.vision_hit
+LANGUAGE plpgsql STABLE ROWS 10 AS $fn$
+DECLARE
+    v_owner text := engram._caller(vision_search.owner, NULL, NULL, false);
+BEGIN
+    PERFORM engram._check_image_vector(vision_search.query_embedding, 'query_embedding');
+    RETURN QUERY
+    SELECT i.sha256, (1 - (i.embedding <=> vision_search.query_embedding))::real, i.session_id, i.created_at
+    FROM engram.images i
+    WHERE i.owner = v_owner AND i.embedding IS NOT NULL
+      AND (vision_search.session_id IS NULL OR i.session_id = vision_search.session_id)
+    ORDER BY i.embedding <=> vision_search.query_embedding, i.sha256
+    LIMIT engram._vision_k(vision_search.k);
+END
+$fn$;
+
+-- The oldest of the owner's images without an embedding, with their bytes:
+-- what engram-mcp's background embedder does next. `skip`: images the
+-- embedder refused already, which must not hold up the rest.
+CREATE FUNCTION engram.image_backlog(owner text DEFAULT NULL, lim integer DEFAULT 8, skip text[] DEFAULT NULL)
+RETURNS TABLE (sha256 text, mime text, data bytea)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(image_backlog.owner, NULL, NULL, false);
+BEGIN
+    RETURN QUERY
+    SELECT i.sha256, i.mime, d.data
+    FROM engram.images i JOIN engram.image_data d ON d.owner = i.owner AND d.sha256 = i.sha256
+    WHERE i.owner = v_owner AND i.embedding IS NULL AND i.sha256 <> ALL (coalesce(image_backlog.skip, '{}'))
+    ORDER BY i.created_at, i.sha256
+    LIMIT least(greatest(coalesce(image_backlog.lim, 8), 1), 100);
+END
+$fn$;
+
+---------------------------------------------------------------------------
 -- privileges, row-level security and search_path
 ---------------------------------------------------------------------------
 
@@ -3574,7 +3883,8 @@ $fn$;
 GRANT USAGE ON SCHEMA engram TO engram_agent;
 GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
                engram.ghost_settings, engram.grants, engram.publications, engram.slots,
-               engram.workspaces, engram.states, engram.events, engram.misses TO engram_agent;
+               engram.workspaces, engram.states, engram.events, engram.misses,
+               engram.images, engram.image_data TO engram_agent;
 CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
@@ -3587,9 +3897,11 @@ CREATE POLICY owner_isolation ON engram.workspaces FOR SELECT TO engram_agent US
 CREATE POLICY owner_isolation ON engram.states FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.events FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.images FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.image_data FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
-REVOKE EXECUTE ON FUNCTION engram.configure(integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
@@ -3629,3 +3941,4 @@ END
 $$;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
+GRANT EXECUTE ON FUNCTION engram._image_dims() TO engram_agent;

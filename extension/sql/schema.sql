@@ -357,3 +357,49 @@ CREATE TABLE engram.scope_sizes (
 );
 ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
+
+-- Vision memories (SPEC 11, since 0.6.0): images stored once per owner by
+-- content hash, with a reference count. engram.image_put adds a reference,
+-- engram.image_release gives one back, and a memory whose metadata names an
+-- image ({"images": ["<sha256>"]}) holds one while it exists (triggers in
+-- api.sql). At zero references the row goes, and with it the bytes
+-- (image_data, by foreign key) and the embedding, in the same transaction.
+-- Bytes live apart from the vectors so that an exact vision search scans
+-- small rows; the embedding is stored PLAIN (never compressed or moved out
+-- of line), which is what keeps that scan cheap at 512 dimensions and
+-- bounds engram.configure(image_dims => ...) to 2000.
+CREATE TABLE engram.images (
+    owner           text NOT NULL CHECK (owner <> ''),
+    sha256          text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    mime            text NOT NULL,
+    bytes           integer NOT NULL CHECK (bytes > 0),
+    refs            integer NOT NULL CHECK (refs > 0),
+    -- the session of the first put; vision_search filters on it
+    session_id      text,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    embedding       vector(512),
+    embedding_model text,
+    embedded_at     timestamptz,
+    PRIMARY KEY (owner, sha256)
+);
+ALTER TABLE engram.images ALTER COLUMN embedding SET STORAGE PLAIN;
+CREATE INDEX images_session ON engram.images (owner, session_id, created_at);
+-- What engram-mcp embeds next (engram.image_backlog).
+CREATE INDEX images_backlog ON engram.images (owner, created_at) WHERE embedding IS NULL;
+
+-- The bytes of each image. Already compressed formats: stored out of line
+-- without another compression pass.
+CREATE TABLE engram.image_data (
+    owner  text NOT NULL,
+    sha256 text NOT NULL,
+    data   bytea NOT NULL,
+    PRIMARY KEY (owner, sha256),
+    FOREIGN KEY (owner, sha256) REFERENCES engram.images (owner, sha256) ON DELETE CASCADE
+);
+ALTER TABLE engram.image_data ALTER COLUMN data SET STORAGE EXTERNAL;
+
+SELECT pg_catalog.pg_extension_config_dump('engram.images', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.image_data', '');
+ALTER TABLE engram.images ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;

@@ -30,6 +30,7 @@ static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
 static LIST_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(LIST_SEARCH_ROWS_DEFAULT);
 const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
 /// Events of a session after which a summary is due (SPEC 9).
+static IMAGE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(engram_core::images::DEFAULT_MAX_BYTES);
 static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
 /// SUSET: only superusers (and roles granted SET on it) set it directly;
@@ -132,6 +133,17 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    // SUSET: a restricted role must not raise its own limit.
+    GucRegistry::define_int_guc(
+        c"engram.image_max_bytes",
+        c"Largest image engram.image_put stores, in bytes.",
+        c"Larger images are refused (SQLSTATE 54000) and change nothing. Default 10 MiB; only superusers change it.",
+        &IMAGE_MAX_BYTES,
+        1,
+        engram_core::images::MAX_MAX_BYTES,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_string_guc(
         c"engram.owner",
         c"The owner (collection) this session acts for.",
@@ -226,4 +238,14 @@ pub fn binding() -> Option<String> {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_anonymous_owner() -> Option<String> {
     text(&ANONYMOUS_OWNER)
+}
+
+/// `engram.image_max_bytes`, for the image checks.
+pub fn image_max_bytes() -> usize {
+    IMAGE_MAX_BYTES.get().max(1) as usize
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_image_max_bytes() -> i32 {
+    IMAGE_MAX_BYTES.get()
 }

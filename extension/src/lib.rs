@@ -14,6 +14,7 @@ mod conflict;
 mod context;
 mod errors;
 mod gucs;
+mod images;
 mod lists;
 mod path_guard;
 mod policy;

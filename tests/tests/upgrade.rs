@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0, 0.2.0, 0.3.0 and 0.4.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.5.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -498,4 +498,82 @@ async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
         .unwrap()
         .get(0);
     assert_eq!(home_size, 1);
+}
+
+#[tokio::test]
+async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
+    let (name, old) = install("0.5.0").await;
+    // A populated 0.5.0 database: tagged memories with their scope lists, a
+    // token, and a memory whose metadata already has an "images" key (0.5.0
+    // never checked it): it holds no reference and must stay forgettable.
+    let (tea, _chess, gone) = tagged_memories(&old).await;
+    old.execute("SELECT engram.forget(owner => 'alice', id => $1)", &[&gone])
+        .await
+        .unwrap();
+    let named = "7".repeat(64);
+    let legacy = create(
+        &old,
+        "alice",
+        "alice's old screenshot note",
+        &[0.0, 0.0, 0.6, 0.8],
+        &format!("metadata => '{{\"images\": [\"{named}\", 42]}}'"),
+    )
+    .await;
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.metadata, m.status,
+                                              m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id, e.qvec), ','
+                                          ORDER BY e.owner, e.list, e.memory_id) FROM engram.scope_entries e)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+
+    // Vision works on the upgraded database, for the 0.5.0 token's owner.
+    let app = connect_as(&name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token]).await.expect("0.5.0 token binds");
+    let png = b"\x89PNG\r\n\x1a\n upgraded".to_vec();
+    let sha: String = app
+        .query_one("SELECT engram.image_put(data => $1, mime => 'image/png')", &[&png])
+        .await
+        .expect("image_put after the upgrade")
+        .get(0);
+    let unit = format!("[{}]", vec!["0.1"; 512].join(","));
+    app.execute(
+        "SELECT engram.vision_embed(sha256 => $1, embedding => $2::text::vector, model => 'm')",
+        &[&sha, &unit],
+    )
+    .await
+    .unwrap();
+    let found: Vec<String> = app
+        .query("SELECT sha256 FROM engram.vision_search(query_embedding => $1::text::vector)", &[&unit])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(found, vec![sha.clone()]);
+    // The old memory, which names images it never held, is forgotten
+    // without touching the new image's references; the search of 0.5.0
+    // rows still works.
+    app.execute("SELECT engram.forget(id => $1, hard => true)", &[&legacy])
+        .await
+        .expect("a 0.5.0 memory with an unchecked images key is forgettable");
+    let refs: i32 = app
+        .query_one("SELECT refs FROM engram.images WHERE sha256 = $1", &[&sha])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(refs, 1);
+    let hits = app
+        .query("SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')", &[])
+        .await
+        .unwrap();
+    assert_eq!(hits.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>(), vec![tea]);
+    app.batch_execute("COMMIT").await.unwrap();
 }

@@ -1,6 +1,7 @@
 //! The MCP tools, one module per tool group: `memories` (ToolHive's nine
 //! core tools), `internal` (remember-mcp's five), `sharing`, `slots`,
-//! `workspace` and `events` (SPEC 9). Each tool validates its arguments,
+//! `workspace` and `events` (SPEC 9), and `vision` (SPEC 11, with
+//! `--vision`). Each tool validates its arguments,
 //! embeds text when needed, and calls exactly one engram SQL function
 //! through [`EngramServer::sql`], the shared path; every rule about memories
 //! lives in the extension.
@@ -11,6 +12,7 @@ mod memories;
 pub mod resources;
 mod sharing;
 mod slots;
+mod vision;
 mod workspace;
 
 pub use events::Background;
@@ -50,6 +52,8 @@ pub struct Shared {
     pub background: Background,
     /// MCP sessions to tell when an owner's resources change.
     pub subscribers: resources::Subscribers,
+    /// The image embedder, with `--vision` (the `vision` tool group).
+    pub vision: Option<Box<dyn engram_embed::vision::ImageEmbedder>>,
 }
 
 impl Shared {
@@ -73,6 +77,8 @@ pub struct Groups {
     pub slots: bool,
     pub workspace: bool,
     pub events: bool,
+    /// Not a `--tools` name: `--vision` turns it on, since it needs an image embedder.
+    pub vision: bool,
 }
 
 pub const GROUP_NAMES: [&str; 6] = ["core", "internal", "sharing", "slots", "workspace", "events"];
@@ -83,6 +89,9 @@ impl Groups {
         let mut names: Vec<&str> = names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
         if names.contains(&"all") {
             names = GROUP_NAMES.to_vec();
+        }
+        if names.contains(&"vision") {
+            return Err("the vision tool group is turned on by --vision (with an image embedder), not by --tools".into());
         }
         if let Some(bad) = names.iter().find(|g| !GROUP_NAMES.contains(g)) {
             return Err(format!(
@@ -97,6 +106,7 @@ impl Groups {
             slots: names.contains(&"slots"),
             workspace: names.contains(&"workspace"),
             events: names.contains(&"events"),
+            vision: false,
         })
     }
 
@@ -112,6 +122,8 @@ impl Groups {
             "events"
         } else if SHARING_TOOLS.contains(&tool) {
             "sharing"
+        } else if VISION_TOOLS.contains(&tool) {
+            "vision"
         } else {
             "core"
         }
@@ -124,6 +136,7 @@ impl Groups {
             "slots" => self.slots,
             "workspace" => self.workspace,
             "events" => self.events,
+            "vision" => self.vision,
             _ => self.core,
         }
     }
@@ -135,6 +148,8 @@ const SHARING_TOOLS: [&str; 4] = [
     "memory_publish",
     "memory_unpublish",
 ];
+
+const VISION_TOOLS: [&str; 2] = ["memory_image_put", "memory_vision_search"];
 
 const EVENT_TOOLS: [&str; 4] = [
     "memory_capture",
@@ -275,7 +290,8 @@ impl EngramServer {
                 + Self::sharing_router()
                 + Self::slots_router()
                 + Self::workspace_router()
-                + Self::events_router(),
+                + Self::events_router()
+                + Self::vision_router(),
         }
     }
 
@@ -308,6 +324,8 @@ impl EngramServer {
             } else {
                 body.instrument(span.clone()).await
             }
+        } else if Groups::of(name) == "vision" {
+            Err(vision::VISION_OFF.to_string())
         } else {
             Err(format!(
                 "{name} is not enabled on this server: its tool group '{}' is not in --tools",
@@ -382,7 +400,7 @@ fn json_of(rows: Vec<Row>) -> Result<Value, String> {
 fn listed(tool: &str, has_internal: bool) -> bool {
     match Groups::of(tool) {
         "internal" => has_internal,
-        "workspace" | "events" | "slots" => !has_internal,
+        "workspace" | "events" | "slots" | "vision" => !has_internal,
         _ => true,
     }
 }
@@ -489,8 +507,9 @@ mod tests {
             metrics: Metrics::default(),
             groups: Groups::parse(&["core".into()]).unwrap(),
             conflict_threshold: None,
-            background: Background::new(std::time::Duration::ZERO, None).0,
+            background: Background::new(std::time::Duration::ZERO, None, false).0,
             subscribers: Default::default(),
+            vision: None,
         })));
         let info = serde_json::to_value(info).unwrap();
         assert_eq!(info["serverInfo"]["name"], "engram-mcp");
@@ -557,8 +576,12 @@ mod tests {
                 slots: false,
                 workspace: false,
                 events: false,
+                vision: false,
             }
         );
+        assert!(Groups::parse(&["vision".into()]).unwrap_err().contains("--vision"));
+        assert_eq!(Groups::of("memory_vision_search"), "vision");
+        assert!(!all_groups_but_vision().serves("memory_image_put"));
         assert_eq!(Groups::of("memory_slot_get"), "slots");
         assert_eq!(Groups::of("memory_state_save"), "workspace");
         assert_eq!(Groups::of("memory_context"), "events");
@@ -572,6 +595,10 @@ mod tests {
         assert_eq!(Groups::of("memory_unpublish"), "sharing");
         assert_eq!(Groups::of("memory_internal_query"), "internal");
         assert_eq!(Groups::of("memory_recall"), "core");
+    }
+
+    fn all_groups_but_vision() -> Groups {
+        Groups::parse(&["all".into()]).unwrap()
     }
 
     #[test]

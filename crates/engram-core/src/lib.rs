@@ -1,6 +1,7 @@
 //! engram's pure logic, free of Postgres: scoring formulas, tag scopes,
 //! input validation, search helpers, list cursors, the mode policy of
-//! captured events and the int8 quantization of scope lists.
+//! captured events, the int8 quantization of scope lists and the rules for
+//! stored images.
 //!
 //! The `engram` pgrx extension binds these functions to SQL; the MCP adapter
 //! uses the same code to validate arguments before a round trip. Everything
@@ -10,6 +11,7 @@ pub mod conflict;
 pub mod context;
 pub mod cursor;
 pub mod error;
+pub mod images;
 pub mod policy;
 pub mod quant;
 pub mod scoring;

@@ -32,17 +32,21 @@ impl Default for HttpOptions {
     }
 }
 
+/// The response shape a service speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     OpenAi,
     Ollama,
 }
 
-struct Client {
+/// One embeddings endpoint: posts `{model, input: [strings]}` in batches and
+/// checks what comes back. Shared with [`crate::vision::http`], whose inputs
+/// are data URIs as well as texts.
+pub(crate) struct Client {
     http: reqwest::Client,
     endpoint: String,
-    model: String,
-    dims: usize,
+    pub(crate) model: String,
+    pub(crate) dims: usize,
     options: HttpOptions,
     format: Format,
 }
@@ -65,7 +69,7 @@ struct OllamaResponse {
 }
 
 impl Client {
-    fn new(
+    pub(crate) fn new(
         base_url: &str,
         path: &str,
         model: &str,
@@ -90,7 +94,7 @@ impl Client {
         })
     }
 
-    fn error(&self, message: impl Into<String>) -> EmbedError {
+    pub(crate) fn error(&self, message: impl Into<String>) -> EmbedError {
         EmbedError::Http {
             url: self.endpoint.clone(),
             message: message.into(),
@@ -153,7 +157,9 @@ impl Client {
         Ok(vectors)
     }
 
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// One vector per input string, in order, posted `batch_size` at a time;
+    /// each has the configured dimension.
+    pub(crate) async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(self.options.batch_size.max(1)) {
             out.extend(self.embed_batch(chunk).await?);

@@ -9,6 +9,11 @@
 //!   retries with backoff and batching.
 //! * [`cache::Cached`]: wraps any provider so the same content is embedded
 //!   once (keyed by its SHA-256).
+//! * [`vision`]: image embedders for image memories, which put images and
+//!   texts in one space so text can find images: [`vision::clip::ClipEmbedder`]
+//!   runs a Hugging Face CLIP checkpoint locally with candle, and
+//!   [`vision::http::OpenAiImageEmbedder`] asks an OpenAI-compatible CLIP
+//!   service, sending images as data URIs.
 //!
 //! Embedding never runs inside Postgres: the adapter computes vectors and
 //! passes them to the extension's SQL functions.
@@ -17,6 +22,7 @@ pub mod cache;
 pub mod http;
 pub mod local;
 pub mod onnx;
+pub mod vision;
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -78,15 +84,17 @@ pub fn installed_onnx_runtime() -> std::path::PathBuf {
 }
 
 /// Runs an in-process model on tokio's blocking pool: embedding is
-/// CPU-bound and must not hold up the async workers.
-pub(crate) async fn off_thread<M, F>(model: &Arc<M>, texts: &[String], run: F) -> Result<Vec<Vec<f32>>, EmbedError>
+/// CPU-bound and must not hold up the async workers. The inputs (texts, or
+/// images for [`vision`]) are copied because the blocking task must own them.
+pub(crate) async fn off_thread<M, T, F>(model: &Arc<M>, inputs: &[T], run: F) -> Result<Vec<Vec<f32>>, EmbedError>
 where
     M: Send + Sync + 'static,
-    F: FnOnce(&M, &[String]) -> Result<Vec<Vec<f32>>, EmbedError> + Send + 'static,
+    T: Clone + Send + 'static,
+    F: FnOnce(&M, &[T]) -> Result<Vec<Vec<f32>>, EmbedError> + Send + 'static,
 {
     let model = Arc::clone(model);
-    let texts = texts.to_vec();
-    tokio::task::spawn_blocking(move || run(&model, &texts))
+    let inputs = inputs.to_vec();
+    tokio::task::spawn_blocking(move || run(&model, &inputs))
         .await
         .map_err(|e| EmbedError::Model(format!("embedding task: {e}")))?
 }

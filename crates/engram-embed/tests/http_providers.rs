@@ -1,15 +1,19 @@
 //! OpenAI-compatible and Ollama providers against a small real HTTP server
 //! (axum on loopback) speaking each format: batching, ordering, retries with
-//! backoff, timeouts, and refusal of wrong dimensions.
+//! backoff, timeouts, and refusal of wrong dimensions; and the CLIP image
+//! provider, which sends images as data URIs and texts as strings to the same
+//! OpenAI-compatible endpoint and normalises what comes back.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
+use engram_embed::vision::http::OpenAiImageEmbedder;
+use engram_embed::vision::{data_uri, Image, ImageEmbedder};
 use engram_embed::Embedder;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +27,10 @@ struct Behaviour {
     dims: AtomicUsize,
     requests: AtomicUsize,
     batch_sizes: std::sync::Mutex<Vec<usize>>,
+    /// every input received, in order
+    inputs: std::sync::Mutex<Vec<Value>>,
+    /// answer with all-zero vectors
+    zeros: AtomicBool,
 }
 
 fn vector_for(text: &str, dims: usize) -> Vec<f32> {
@@ -38,11 +46,19 @@ async fn handle(b: &Behaviour, body: &Value) -> Result<Vec<(usize, Vec<f32>)>, S
     }
     let inputs = body["input"].as_array().ok_or(StatusCode::BAD_REQUEST)?;
     b.batch_sizes.lock().unwrap().push(inputs.len());
+    b.inputs.lock().unwrap().extend(inputs.iter().cloned());
     let dims = b.dims.load(Ordering::SeqCst);
+    let zeros = b.zeros.load(Ordering::SeqCst);
     Ok(inputs
         .iter()
         .enumerate()
-        .map(|(i, t)| (i, vector_for(t.as_str().unwrap_or(""), dims)))
+        .map(|(i, t)| {
+            if zeros {
+                (i, vec![0.0; dims])
+            } else {
+                (i, vector_for(t.as_str().unwrap_or(""), dims))
+            }
+        })
         .collect())
 }
 
@@ -141,4 +157,76 @@ async fn wrong_dimensions_and_unreachable_services_are_errors() {
     assert!(err.contains("5 dimensions, expected 4"), "{err}");
     let nowhere = OllamaEmbedder::new("http://127.0.0.1:9", "m", 4, options()).unwrap();
     assert!(nowhere.embed(&texts(1)).await.is_err());
+}
+
+fn image(mime: &str, data: &[u8]) -> Image {
+    Image {
+        mime: mime.into(),
+        data: data.to_vec(),
+    }
+}
+
+fn assert_unit_and_parallel(got: &[f32], raw: &[f32]) {
+    let norm = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
+    assert!(
+        (engram_embed::cosine(got, raw) - 1.0).abs() < 1e-5,
+        "{got:?} is not along {raw:?}"
+    );
+}
+
+#[tokio::test]
+async fn images_go_as_data_uris_and_texts_as_strings() {
+    let (url, b) = server().await;
+    let clip = OpenAiImageEmbedder::new(&format!("{url}/"), "clip-vit-b-32", 4, options()).unwrap();
+    assert_eq!(clip.name(), format!("openai:clip-vit-b-32@{url}"));
+    assert_eq!(clip.dims(), 4);
+    let images: Vec<Image> = (0..4u8)
+        .map(|i| image(if i % 2 == 0 { "image/png" } else { "image/jpeg" }, &[0x89, b'P', b'N', b'G', i]))
+        .collect();
+    let out = clip.embed_images(&images).await.unwrap();
+    assert_eq!(out.len(), 4);
+    let sent: Vec<String> = b
+        .inputs
+        .lock()
+        .unwrap()
+        .drain(..)
+        .map(|v| v.as_str().expect("inputs are strings").to_string())
+        .collect();
+    assert_eq!(sent, images.iter().map(data_uri).collect::<Vec<_>>());
+    assert_eq!(sent[0], "data:image/png;base64,iVBORwA=");
+    assert!(sent[1].starts_with("data:image/jpeg;base64,"));
+    for (v, uri) in out.iter().zip(&sent) {
+        // the server's vectors are not unit length; the client's are
+        assert_unit_and_parallel(v, &vector_for(uri, 4));
+    }
+    // 4 images in batches of at most 3
+    assert_eq!(*b.batch_sizes.lock().unwrap(), vec![3, 1]);
+
+    let texts = vec!["a red square".to_string(), "a cat".to_string()];
+    let out = clip.embed_texts(&texts).await.unwrap();
+    assert_eq!(*b.inputs.lock().unwrap(), vec![json!("a red square"), json!("a cat")]);
+    for (v, text) in out.iter().zip(&texts) {
+        assert_unit_and_parallel(v, &vector_for(text, 4));
+    }
+    assert!(clip.embed_images(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn image_vectors_are_checked() {
+    let (url, b) = server().await;
+    let clip = OpenAiImageEmbedder::new(&url, "clip", 4, options()).unwrap();
+    b.dims.store(5, Ordering::SeqCst);
+    let err = clip.embed_images(&[image("image/png", b"x")]).await.unwrap_err().to_string();
+    assert!(err.contains("5 dimensions, expected 4"), "{err}");
+    let err = clip.embed_texts(&["x".to_string()]).await.unwrap_err().to_string();
+    assert!(err.contains("5 dimensions, expected 4"), "{err}");
+    b.dims.store(4, Ordering::SeqCst);
+    b.zeros.store(true, Ordering::SeqCst);
+    let err = clip
+        .embed_images(&[image("image/png", b"x"), image("image/png", b"y")])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("zero") && err.contains("image 0"), "{err}");
 }

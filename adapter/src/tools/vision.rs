@@ -1,0 +1,233 @@
+//! Group `vision` (SPEC 11, off unless `--vision`): images stored by content
+//! hash and found again by a description (text -> image) or by a similar
+//! image (image -> image), through an image embedder whose texts and images
+//! share one space (CLIP).
+//!
+//! `memory_image_put` stores the bytes and returns at once; the background
+//! worker embeds the owner's images without an embedding
+//! (engram.image_backlog), so a slow or absent embedder never fails a put.
+
+use super::*;
+use base64::Engine;
+use engram_embed::vision::Image;
+use rmcp::handler::server::common::Extension;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Largest base64 text a tool takes: 4/3 of engram.image_max_bytes' default
+/// (the database checks the decoded size against the setting itself).
+const MAX_BASE64_BYTES: usize = 10 * 1024 * 1024 / 3 * 4 + 4;
+
+/// What a vision tool answers when the server runs without `--vision`.
+pub(crate) const VISION_OFF: &str = "Vision is not enabled on this server. Start engram-mcp with --vision and an \
+                                     image embedder: --image-embedder-url URL (an OpenAI-compatible /v1/embeddings \
+                                     that takes image data URIs, e.g. a CLIP server) or --image-embedder local \
+                                     --image-model-dir DIR (CLIP weights in safetensors). See docs/VISION.md.";
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ImagePutArgs {
+    /// The image file's bytes, base64-encoded (a data: URI prefix is accepted too).
+    pub data: String,
+    /// Its type: image/png, image/jpeg, image/gif, image/webp or image/bmp.
+    pub mime: String,
+    /// The conversation the image belongs to; defaults to the X-Session-Id header.
+    pub session_id: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ImagePutResult {
+    /// The image's id (the sha256 of its bytes). Name it in a memory's metadata, {"images": ["<sha256>"]}, and
+    /// the memory holds the image: forgetting the memory for good releases it.
+    pub sha256: String,
+    /// References the image has now (a second put of the same bytes adds one).
+    pub refs: Option<i32>,
+    /// Whether the image is searchable already; a new image is embedded in the background within seconds.
+    pub embedded: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct VisionSearchArgs {
+    /// A description of the image you look for ("the red error banner"). Give this or `image`.
+    pub query: Option<String>,
+    /// An image to find similar images to, base64-encoded. Give this or `query`.
+    pub image: Option<String>,
+    /// The type of `image` (default image/png).
+    pub mime: Option<String>,
+    /// Most results, 1 to 50 (default 10).
+    pub limit: Option<i32>,
+    /// Only images put in this conversation.
+    pub session_id: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct VisionHit {
+    pub sha256: String,
+    /// Cosine similarity of the image's embedding and the query's.
+    pub similarity: f32,
+    pub session_id: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct VisionSearchResult {
+    pub results: Vec<VisionHit>,
+}
+
+/// The bytes of a base64 argument (standard alphabet, padding optional, an
+/// optional `data:...;base64,` prefix, whitespace ignored).
+fn decode_base64(what: &str, text: &str) -> Result<Vec<u8>, String> {
+    if text.len() > MAX_BASE64_BYTES {
+        return Err(format!(
+            "{what} is {} bytes of base64; the limit is {MAX_BASE64_BYTES} (10 MiB decoded). Send a smaller image.",
+            text.len()
+        ));
+    }
+    let body = match text.split_once(";base64,") {
+        Some((prefix, rest)) if prefix.starts_with("data:") => rest,
+        _ => text,
+    };
+    let clean: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(clean.trim_end_matches('='))
+        .map_err(|e| format!("{what} is not base64 ({e}); send the image file's bytes base64-encoded"))
+}
+
+impl Shared {
+    /// The image embedder, or the error that says how to turn vision on.
+    pub(crate) fn vision(&self) -> Result<&dyn engram_embed::vision::ImageEmbedder, String> {
+        self.vision.as_deref().ok_or_else(|| VISION_OFF.to_string())
+    }
+}
+
+#[tool_router(router = vision_router, vis = "pub(super)")]
+impl EngramServer {
+    #[tool(
+        description = "Store an image (a screenshot, a diagram) so that it can be found again by a description or by \
+                       a similar image (memory_vision_search). Stored once per content: the same bytes again add a \
+                       reference. Returns its id; name it in a memory's metadata {\"images\": [id]} to tie the image \
+                       to that memory.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
+    )]
+    async fn memory_image_put(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ImagePutArgs>,
+    ) -> Result<Json<ImagePutResult>, String> {
+        self.run("memory_image_put", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.shared.vision()?;
+            let data = decode_base64("data", &a.data)?;
+            let session = a.session_id.clone().or_else(|| c.session_id.clone());
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    // The row as RLS shows it to the bound owner (none in an
+                    // agent context, which reads through functions only).
+                    "SELECT put.sha, i.refs, coalesce(i.embedding IS NOT NULL, false)
+                     FROM engram.image_put(data => $1, mime => $2, session_id => $3) AS put(sha)
+                     LEFT JOIN engram.images i ON i.sha256 = put.sha",
+                    &[&data, &a.mime, &session],
+                )
+                .await
+                .map_err(|e| db_error(e, None))?;
+            let row = rows.first().ok_or("the database returned no row")?;
+            let result = ImagePutResult {
+                sha256: row.get(0),
+                refs: row.get(1),
+                embedded: row.get(2),
+            };
+            if !result.embedded {
+                self.shared.background.embed_images(&c);
+            }
+            Ok(result)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Find stored images (memory_image_put) by a description (`query`, text -> image) or by a \
+                       similar image (`image`, base64): the most similar first, with their ids and similarity. \
+                       Optionally only one conversation's images (session_id).",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_vision_search(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<VisionSearchArgs>,
+    ) -> Result<Json<VisionSearchResult>, String> {
+        self.run("memory_vision_search", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let embedder = self.shared.vision()?;
+            let started = Instant::now();
+            let vectors = match (a.query.as_deref().map(str::trim), a.image.as_deref()) {
+                (Some(q), None) if !q.is_empty() => {
+                    check_size("query", q, MAX_QUERY_BYTES)?;
+                    embedder.embed_texts(&[q.to_string()]).await
+                }
+                (None, Some(image)) => {
+                    let image = Image {
+                        mime: a.mime.clone().unwrap_or_else(|| "image/png".into()),
+                        data: decode_base64("image", image)?,
+                    };
+                    embedder.embed_images(&[image]).await
+                }
+                _ => {
+                    return Err("Give exactly one of `query` (a description of the image) or `image` (an image, \
+                                base64) to search by."
+                        .into())
+                }
+            };
+            self.shared.metrics.embedding(started.elapsed(), vectors.is_ok());
+            let query = Vector::from(
+                vectors
+                    .map_err(|e| format!("Could not embed the query: {e}. Retry later or check /health."))?
+                    .remove(0),
+            );
+            let rows = self
+                .shared
+                .db
+                .call(
+                    &c,
+                    "SELECT sha256, similarity, session_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+                     FROM engram.vision_search(query_embedding => $1, k => coalesce($2, 10), session_id => $3)",
+                    &[&query, &a.limit, &a.session_id],
+                )
+                .await
+                .map_err(|e| db_error(e, None))?;
+            Ok(VisionSearchResult {
+                results: rows
+                    .iter()
+                    .map(|r| VisionHit {
+                        sha256: r.get(0),
+                        similarity: r.get(1),
+                        session_id: r.get(2),
+                        created_at: r.get(3),
+                    })
+                    .collect(),
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_forms() {
+        assert_eq!(decode_base64("d", "aGk=").unwrap(), b"hi");
+        assert_eq!(decode_base64("d", "aGk").unwrap(), b"hi");
+        assert_eq!(decode_base64("d", "data:image/png;base64,aG\nk=").unwrap(), b"hi");
+        assert!(decode_base64("d", "not base64!").unwrap_err().contains("base64"));
+        let huge = "A".repeat(MAX_BASE64_BYTES + 1);
+        assert!(decode_base64("d", &huge).unwrap_err().contains("limit"));
+    }
+}
