@@ -11,6 +11,7 @@ mod data;
 mod mcp;
 mod retrieval;
 mod stats;
+mod vision;
 
 use clap::Parser;
 use data::{scope_tags, vec_text, Mixture};
@@ -68,6 +69,9 @@ struct Args {
     /// Only the retrieval-quality evaluation (a chat stored turn by turn; no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp"])]
     retrieval_only: bool,
+    /// Only vision_search at 1,000 and 10,000 images (SPEC 11; no vector data needed).
+    #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
+    vision_only: bool,
     /// Chat sessions and questions of the retrieval evaluation.
     #[arg(long, default_value = "tests/data/retrieval.json")]
     retrieval_data: std::path::PathBuf,
@@ -270,6 +274,9 @@ async fn main() {
     let c = connect(&a.dsn).await;
     if a.retrieval_only {
         return retrieval::eval(&c, &a.local_model(), &a.retrieval_data).await;
+    }
+    if a.vision_only {
+        return vision::run(&c, a.queries).await;
     }
     let version: String = c
         .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
@@ -487,6 +494,8 @@ async fn main() {
     );
     println!();
     println!("remember outcomes: {statuses:?}");
+    println!();
+    vision::run(&e, a.queries).await;
     if !a.no_mcp {
         mcp_and_embedder(&e, &a).await;
     }

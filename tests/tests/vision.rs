@@ -475,3 +475,23 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
     assert_eq!(erased["images"], 1, "{erased}");
     assert_eq!(stored(&db).await, (0, 0));
 }
+
+#[test]
+fn the_docs_sql_walkthrough_runs_as_printed() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
+    let doc = std::fs::read_to_string(format!("{dir}/../docs/VISION.md")).expect("docs/VISION.md");
+    let section = doc.split("## Walkthrough: SQL").nth(1).expect("the SQL walkthrough");
+    let start = section.find("```sql\n").expect("sql block") + "```sql\n".len();
+    let end = section[start..].find("```").expect("end of sql block");
+    let db = format!("vision_doc_{}", std::process::id());
+    assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
+    assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
+    let script = format!("CREATE EXTENSION engram CASCADE;\n{}", &section[start..start + end]);
+    let (ok, text) = psql(&db, &script);
+    assert!(ok, "the VISION.md walkthrough failed:\n{text}");
+    for expected in ["chat-1", " created ", "\\x89504e470d0a1a0a00000001"] {
+        assert!(text.contains(expected), "walkthrough output lacks {expected:?}:\n{text}");
+    }
+    let released = text.lines().skip_while(|l| !l.contains("image_release")).nth(2);
+    assert_eq!(released.map(str::trim), Some("1"), "{text}");
+}

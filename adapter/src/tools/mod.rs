@@ -149,7 +149,7 @@ const SHARING_TOOLS: [&str; 4] = [
     "memory_unpublish",
 ];
 
-const VISION_TOOLS: [&str; 2] = ["memory_image_put", "memory_vision_search"];
+const VISION_TOOLS: [&str; 3] = ["memory_image_put", "memory_image_release", "memory_vision_search"];
 
 const EVENT_TOOLS: [&str; 4] = [
     "memory_capture",

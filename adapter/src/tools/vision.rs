@@ -48,6 +48,19 @@ pub struct ImagePutResult {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct ImageReleaseArgs {
+    /// The image's id, as memory_image_put returned it.
+    pub sha256: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ImageReleaseResult {
+    pub sha256: String,
+    /// References left; at 0 the image, its bytes and its embedding are erased.
+    pub refs: i32,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct VisionSearchArgs {
     /// A description of the image you look for ("the red error banner"). Give this or `image`.
     pub query: Option<String>,
@@ -146,6 +159,37 @@ impl EngramServer {
                 self.shared.background.embed_images(&c);
             }
             Ok(result)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Give back one reference to an image (each memory_image_put took one). At the last reference \
+                       the image, its bytes and its embedding are erased. Memories that name the image in their \
+                       metadata hold references of their own until they are forgotten for good.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
+    )]
+    async fn memory_image_release(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ImageReleaseArgs>,
+    ) -> Result<Json<ImageReleaseResult>, String> {
+        self.run("memory_image_release", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            self.shared.vision()?;
+            let sql = "SELECT engram.image_release(sha256 => $1)";
+            let rows = self.shared.db.call(&c, sql, &[&a.sha256]).await.map_err(|e| match e.code.as_deref() {
+                Some("P0002") => format!(
+                    "Image {} not found: it was never stored for you or was erased at its last release.",
+                    a.sha256
+                ),
+                _ => e.message,
+            })?;
+            Ok(ImageReleaseResult {
+                sha256: a.sha256.trim().to_ascii_lowercase(),
+                refs: rows.first().map(|r| r.get(0)).unwrap_or(0),
+            })
         })
         .await
     }

@@ -136,10 +136,12 @@ fn write_tokenizer(path: &Path, start_id: u32, end_id: u32) {
             .build()
             .unwrap(),
     ));
-    tokenizer.add_special_tokens([
-        AddedToken::from("<|startoftext|>", true),
-        AddedToken::from("<|endoftext|>", true),
-    ]);
+    tokenizer
+        .add_special_tokens([
+            AddedToken::from("<|startoftext|>", true),
+            AddedToken::from("<|endoftext|>", true),
+        ])
+        .unwrap();
     tokenizer.save(path, false).unwrap();
 }
 
@@ -177,15 +179,29 @@ fn encode(image: RgbImage, format: ImageFormat, mime: &str) -> Image {
 /// PNG and JPEG, square and not, larger and smaller than the model's 32 px.
 fn test_images() -> Vec<Image> {
     vec![
-        encode(RgbImage::from_pixel(40, 40, Rgb([220, 20, 20])), ImageFormat::Png, "image/png"),
+        encode(
+            RgbImage::from_pixel(40, 40, Rgb([220, 20, 20])),
+            ImageFormat::Png,
+            "image/png",
+        ),
         encode(
             RgbImage::from_fn(64, 24, |x, y| Rgb([(x * 4) as u8, (y * 10) as u8, 200])),
             ImageFormat::Jpeg,
             "image/jpeg",
         ),
-        encode(RgbImage::from_pixel(12, 30, Rgb([20, 200, 60])), ImageFormat::Png, "image/png"),
         encode(
-            RgbImage::from_fn(33, 33, |x, y| if (x / 4 + y / 4) % 2 == 0 { Rgb([0, 0, 0]) } else { Rgb([255, 255, 255]) }),
+            RgbImage::from_pixel(12, 30, Rgb([20, 200, 60])),
+            ImageFormat::Png,
+            "image/png",
+        ),
+        encode(
+            RgbImage::from_fn(33, 33, |x, y| {
+                if (x / 4 + y / 4) % 2 == 0 {
+                    Rgb([0, 0, 0])
+                } else {
+                    Rgb([255, 255, 255])
+                }
+            }),
             ImageFormat::Jpeg,
             "image/jpeg",
         ),
@@ -212,7 +228,10 @@ fn assert_same(a: &[f32], b: &[f32], what: &str) {
 fn assert_all_differ(vectors: &[Vec<f32>], what: &str) {
     for i in 0..vectors.len() {
         for j in i + 1..vectors.len() {
-            assert!(max_diff(&vectors[i], &vectors[j]) > 1e-3, "{what} {i} and {j} are the same");
+            assert!(
+                max_diff(&vectors[i], &vectors[j]) > 1e-3,
+                "{what} {i} and {j} are the same"
+            );
         }
     }
 }
@@ -312,7 +331,10 @@ fn missing_files_are_named() {
     for file in ["model.safetensors", "config.json", "tokenizer.json"] {
         let dir = write_checkpoint("missing");
         std::fs::remove_file(dir.0.join(file)).unwrap();
-        let err = ClipEmbedder::load(&dir.0).err().expect("loads without a file").to_string();
+        let err = ClipEmbedder::load(&dir.0)
+            .err()
+            .expect("loads without a file")
+            .to_string();
         assert!(err.contains(file) && err.contains("--image-model-dir"), "{err}");
     }
 }

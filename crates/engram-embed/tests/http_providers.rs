@@ -182,7 +182,12 @@ async fn images_go_as_data_uris_and_texts_as_strings() {
     assert_eq!(clip.name(), format!("openai:clip-vit-b-32@{url}"));
     assert_eq!(clip.dims(), 4);
     let images: Vec<Image> = (0..4u8)
-        .map(|i| image(if i % 2 == 0 { "image/png" } else { "image/jpeg" }, &[0x89, b'P', b'N', b'G', i]))
+        .map(|i| {
+            image(
+                if i % 2 == 0 { "image/png" } else { "image/jpeg" },
+                &[0x89, b'P', b'N', b'G', i],
+            )
+        })
         .collect();
     let out = clip.embed_images(&images).await.unwrap();
     assert_eq!(out.len(), 4);
@@ -217,7 +222,11 @@ async fn image_vectors_are_checked() {
     let (url, b) = server().await;
     let clip = OpenAiImageEmbedder::new(&url, "clip", 4, options()).unwrap();
     b.dims.store(5, Ordering::SeqCst);
-    let err = clip.embed_images(&[image("image/png", b"x")]).await.unwrap_err().to_string();
+    let err = clip
+        .embed_images(&[image("image/png", b"x")])
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("5 dimensions, expected 4"), "{err}");
     let err = clip.embed_texts(&["x".to_string()]).await.unwrap_err().to_string();
     assert!(err.contains("5 dimensions, expected 4"), "{err}");

@@ -286,18 +286,19 @@ fn load_tokenizer(path: &Path, config: &ClipTextConfig) -> Result<Tokenizer, Emb
     tokenizer
         .with_truncation(None)
         .map_err(|e| model_err("configuring tokenizer.json", e))?;
-    let probe = tokenizer
-        .encode("", true)
-        .map_err(|e| model_err("tokenizer.json", e))?;
+    let probe = tokenizer.encode("", true).map_err(|e| model_err("tokenizer.json", e))?;
     let end = probe.get_ids().last().copied();
     let largest = tokenizer.get_vocab(true).into_values().max();
     let largest = match (end, largest) {
         (Some(end), Some(largest)) if end == largest => largest,
         _ => {
+            let show = |id: Option<u32>| id.map_or("nothing".to_string(), |id| format!("id {id}"));
             return Err(EmbedError::Model(format!(
                 "tokenizer.json must end every text with its end-of-text token, and give that token the \
-                 largest id (CLIP finds a text's end by it); an empty text ends with {end:?}, the largest id is {largest:?}"
-            )))
+                 largest id (CLIP finds a text's end by it); an empty text ends with {}, the largest is {}",
+                show(end),
+                show(largest)
+            )));
         }
     };
     if largest as usize >= config.vocab_size {
@@ -427,7 +428,8 @@ impl Model {
                         image.data.len()
                     ))
                 })?;
-                pixels.push(Tensor::from_vec(values, (3, size, size), &self.device).map_err(|e| model_err("pixels", e))?);
+                pixels
+                    .push(Tensor::from_vec(values, (3, size, size), &self.device).map_err(|e| model_err("pixels", e))?);
             }
             let batch = Tensor::stack(&pixels, 0).map_err(|e| model_err("stacking images", e))?;
             let features = self
@@ -539,7 +541,10 @@ mod tests {
         assert_eq!(pixels.len(), 3 * 8 * 8);
         for (c, value) in [255u8, 0, 128].into_iter().enumerate() {
             let plane = &pixels[c * 64..(c + 1) * 64];
-            assert!(plane.iter().all(|x| (x - normalise(value, c)).abs() < 1e-5), "channel {c}");
+            assert!(
+                plane.iter().all(|x| (x - normalise(value, c)).abs() < 1e-5),
+                "channel {c}"
+            );
         }
     }
 
@@ -557,15 +562,20 @@ mod tests {
 
     #[test]
     fn hf_configs_parse_with_hf_defaults() {
-        let c = parse_config(r#"{"model_type": "clip", "text_config": {}, "vision_config": {"patch_size": 16}, "projection_dim": 256}"#)
-            .unwrap();
+        let c = parse_config(
+            r#"{"model_type": "clip", "text_config": {}, "vision_config": {"patch_size": 16}, "projection_dim": 256}"#,
+        )
+        .unwrap();
         assert_eq!(c.text_config.vocab_size, 49408);
         assert_eq!(c.text_config.embed_dim, 512);
         assert_eq!(c.text_config.max_position_embeddings, 77);
         assert_eq!(c.vision_config.embed_dim, 768);
         assert_eq!(c.vision_config.patch_size, 16);
         assert_eq!(c.image_size, 224);
-        assert_eq!((c.text_config.projection_dim, c.vision_config.projection_dim), (256, 256));
+        assert_eq!(
+            (c.text_config.projection_dim, c.vision_config.projection_dim),
+            (256, 256)
+        );
         assert!((c.logit_scale_init_value - 2.6592).abs() < 1e-6);
     }
 
@@ -577,6 +587,8 @@ mod tests {
         assert!(parse_config(bert).unwrap_err().contains("bert"));
         let heads = r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#;
         assert!(parse_config(heads).unwrap_err().contains("multiple"));
-        assert!(parse_config(r#"{"hidden_size": 384}"#).unwrap_err().contains("text_config"));
+        assert!(parse_config(r#"{"hidden_size": 384}"#)
+            .unwrap_err()
+            .contains("text_config"));
     }
 }

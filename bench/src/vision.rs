@@ -1,0 +1,113 @@
+//! vision_search (SPEC 11) against raw pgvector: one owner with 1,000 and
+//! one with 10,000 images, each with a 512-dimension embedding from a
+//! Gaussian mixture (CLIP's dimension), searched exactly by both: engram's
+//! `vision_search` (binding, checks, the owner's rows) and a plain
+//! `ORDER BY embedding <=> q LIMIT 10` over a raw table holding the same
+//! vectors. Images are stored through `image_put` and `vision_embed`, as
+//! engram-mcp stores them; their bytes are small (a PNG signature and a
+//! number), which does not matter to a search that never reads them.
+
+use crate::data::Mixture;
+use crate::progress;
+use pgvector::Vector;
+use std::time::Instant;
+use tokio_postgres::Client;
+
+const DIMS: usize = 512;
+const SIZES: [usize; 2] = [1_000, 10_000];
+
+fn owner(n: usize) -> String {
+    format!("bench-vision-{n}")
+}
+
+/// Loads both owners' images (skipped when they are there already).
+async fn load(c: &Client) {
+    c.batch_execute(
+        "CREATE TABLE IF NOT EXISTS bench_images_raw (owner text, id bigint, embedding vector(512));
+         CREATE INDEX IF NOT EXISTS bench_images_raw_owner ON bench_images_raw (owner)",
+    )
+    .await
+    .unwrap();
+    let mut mix = Mixture::new(11, DIMS, 100, 0.05);
+    for n in SIZES {
+        let o = owner(n);
+        let have: i64 = c
+            .query_one(
+                "SELECT count(*) FROM engram.images WHERE owner = $1 AND embedding IS NOT NULL",
+                &[&o],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if have == n as i64 {
+            continue;
+        }
+        progress(&format!("loading {n} images for vision_search"));
+        c.batch_execute(&format!(
+            "SELECT engram.erase_owner(owner => '{o}'); DELETE FROM bench_images_raw WHERE owner = '{o}'"
+        ))
+        .await
+        .unwrap();
+        let put = c
+            .prepare("SELECT engram.vision_embed(owner => $1, sha256 => engram.image_put(owner => $1, data => $2, mime => 'image/png'), embedding => $3, model => 'bench')")
+            .await
+            .unwrap();
+        let raw = c
+            .prepare("INSERT INTO bench_images_raw VALUES ($1, $2, $3)")
+            .await
+            .unwrap();
+        c.batch_execute("BEGIN").await.unwrap();
+        for i in 0..n {
+            let mut data = b"\x89PNG\r\n\x1a\n".to_vec();
+            data.extend_from_slice(format!("bench image {n}-{i}").as_bytes());
+            let v = Vector::from(mix.sample());
+            c.execute(&put, &[&o, &data, &v]).await.unwrap();
+            c.execute(&raw, &[&o, &(i as i64), &v]).await.unwrap();
+        }
+        c.batch_execute("COMMIT; ANALYZE engram.images; ANALYZE bench_images_raw")
+            .await
+            .unwrap();
+    }
+}
+
+fn p50(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Measures and prints the vision_search table.
+pub async fn run(c: &Client, queries: usize) {
+    load(c).await;
+    progress("measuring vision_search");
+    let engram = c
+        .prepare("SELECT count(*) FROM engram.vision_search(owner => $1, query_embedding => $2, k => 10)")
+        .await
+        .unwrap();
+    let raw = c
+        .prepare(
+            "SELECT count(*) FROM (SELECT id FROM bench_images_raw WHERE owner = $1
+                                   ORDER BY embedding <=> $2 LIMIT 10) top",
+        )
+        .await
+        .unwrap();
+    let mut qmix = Mixture::new(11, DIMS, 100, 0.05).reseed(5);
+    let qs: Vec<Vector> = (0..queries).map(|_| Vector::from(qmix.sample())).collect();
+    println!("| vision search, exact, k=10 | images | raw pgvector p50 ms | engram.vision_search p50 ms | ratio |");
+    println!("|---|---:|---:|---:|---:|");
+    for n in SIZES {
+        let o = owner(n);
+        let (mut r_ms, mut e_ms) = (Vec::new(), Vec::new());
+        for q in &qs {
+            let t = Instant::now();
+            let got: i64 = c.query_one(&raw, &[&o, q]).await.unwrap().get(0);
+            r_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(got, 10);
+            let t = Instant::now();
+            let got: i64 = c.query_one(&engram, &[&o, q]).await.unwrap().get(0);
+            e_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(got, 10);
+        }
+        let (r, e) = (p50(r_ms), p50(e_ms));
+        println!("| one owner's images | {n} | {r:.2} | {e:.2} | {:.2}x |", e / r);
+    }
+}
