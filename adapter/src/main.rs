@@ -111,7 +111,12 @@ pub(crate) fn build_image_embedder(
                 api_key: args.image_embedder_api_key.clone(),
                 ..HttpOptions::default()
             };
-            Box::new(OpenAiImageEmbedder::new(&url, &args.image_embedder_model, dims, options)?)
+            Box::new(OpenAiImageEmbedder::new(
+                &url,
+                &args.image_embedder_model,
+                dims,
+                options,
+            )?)
         }
         ImageEmbedderKind::Local => {
             let dir = args.image_model_dir.clone().context(
@@ -207,8 +212,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         )?),
         None => None,
     };
-    let (background, worker) =
-        tools::Background::new(
+    let (background, worker) = tools::Background::new(
         std::time::Duration::from_millis(args.embed_batch_wait_ms),
         summarizer,
         vision.is_some(),

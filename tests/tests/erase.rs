@@ -61,7 +61,8 @@ async fn populate(db: &TestDb, owner: &str, other: &str) {
              SELECT engram.grant(owner => '{owner}', accessor => '{other}', trust => 3);
              SELECT engram.grant(owner => '{other}', accessor => '{owner}', trust => 3);
              SELECT engram.add_member(group_id => 'crew', member => '{owner}');
-             SELECT engram.create_token(owner => '{owner}', label => 'laptop');"
+             SELECT engram.create_token(owner => '{owner}', label => 'laptop');
+             SELECT engram.image_put(owner => '{owner}', data => '\\x89504e470d0a1a0a00'::bytea, mime => 'image/png');"
         ))
         .await
         .unwrap_or_else(|e| panic!("populate {owner}: {e:?}"));
@@ -90,6 +91,7 @@ async fn erase_owner_leaves_nothing_of_the_owner_and_everything_of_others() {
     assert_eq!(counts["memories"], 3, "two memories and the captured event: {counts}");
     assert_eq!(counts["tokens"], 1, "{counts}");
     assert_eq!(counts["grants"], 2, "given and received: {counts}");
+    assert_eq!(counts["images"], 1, "{counts}");
 
     for (t, n) in rows_of(&db, "alice").await {
         let left = if t == "audit_log" { 1 } else { 0 };

@@ -536,7 +536,9 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
     // Vision works on the upgraded database, for the 0.5.0 token's owner.
     let app = connect_as(&name, "engram_app").await;
     app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token]).await.expect("0.5.0 token binds");
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("0.5.0 token binds");
     let png = b"\x89PNG\r\n\x1a\n upgraded".to_vec();
     let sha: String = app
         .query_one("SELECT engram.image_put(data => $1, mime => 'image/png')", &[&png])
@@ -551,7 +553,10 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
     .await
     .unwrap();
     let found: Vec<String> = app
-        .query("SELECT sha256 FROM engram.vision_search(query_embedding => $1::text::vector)", &[&unit])
+        .query(
+            "SELECT sha256 FROM engram.vision_search(query_embedding => $1::text::vector)",
+            &[&unit],
+        )
         .await
         .unwrap()
         .iter()
@@ -571,7 +576,10 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
         .get(0);
     assert_eq!(refs, 1);
     let hits = app
-        .query("SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')", &[])
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(hits.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>(), vec![tea]);

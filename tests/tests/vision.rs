@@ -90,12 +90,19 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
             .unwrap();
         (r.get(0), r.get(1))
     };
-    assert_eq!((refs, session.as_deref()), (2, Some("s1")), "two references, the first put's session");
+    assert_eq!(
+        (refs, session.as_deref()),
+        (2, Some("s1")),
+        "two references, the first put's session"
+    );
     embed(&db.admin, "alice", &sha, &axis(DIMS, 0, 0.0)).await;
 
     let got: Vec<u8> = db
         .admin
-        .query_one("SELECT engram.image_get(owner => 'alice', sha256 => $1)", &[&sha.to_uppercase()])
+        .query_one(
+            "SELECT engram.image_get(owner => 'alice', sha256 => $1)",
+            &[&sha.to_uppercase()],
+        )
         .await
         .unwrap()
         .get(0);
@@ -120,7 +127,9 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
     assert_eq!(left, 0);
     assert_eq!(stored(&db).await, (0, 0), "the last release erases the bytes");
     assert!(
-        search(&db.admin, "alice", &axis(DIMS, 0, 0.0), 10, None).await.is_empty(),
+        search(&db.admin, "alice", &axis(DIMS, 0, 0.0), 10, None)
+            .await
+            .is_empty(),
         "and the embedding"
     );
     let (code, msg) = sqlstate(
@@ -143,7 +152,14 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
     .await;
     assert_eq!(
         actions,
-        ["image_put", "image_put", "vision_embed", "image_release", "image_erase", "image_release"]
+        [
+            "image_put",
+            "image_put",
+            "vision_embed",
+            "image_release",
+            "image_erase",
+            "image_release"
+        ]
     );
 }
 
@@ -153,9 +169,19 @@ async fn refusals_change_nothing() {
     let before = count(&db, "SELECT count(*) FROM engram.audit_log").await;
     let cases: Vec<(&str, Vec<u8>, Option<&str>, &str)> = vec![
         ("a type engram does not store", png("x"), Some("text/html"), "22023"),
-        ("SVG, a document that can carry scripts", b"<svg onload=alert(1)>".to_vec(), Some("image/svg+xml"), "22023"),
+        (
+            "SVG, a document that can carry scripts",
+            b"<svg onload=alert(1)>".to_vec(),
+            Some("image/svg+xml"),
+            "22023",
+        ),
         ("bytes of another type", png("x"), Some("image/jpeg"), "22023"),
-        ("no image signature at all", b"#!/bin/sh\nrm -rf /".to_vec(), Some("image/png"), "22023"),
+        (
+            "no image signature at all",
+            b"#!/bin/sh\nrm -rf /".to_vec(),
+            Some("image/png"),
+            "22023",
+        ),
         ("no mime", png("x"), None, "22004"),
         ("no bytes", Vec::new(), Some("image/png"), "22004"),
     ];
@@ -231,7 +257,11 @@ async fn refusals_change_nothing() {
     assert_eq!(embedded, 0);
     // The dimension changes only while no image holds an embedding.
     embed(&db.admin, "alice", &sha, &axis(DIMS, 1, 0.0)).await;
-    let (code, msg) = sqlstate(db.admin.query_one("SELECT engram.configure(image_dims => 16)", &[]).await);
+    let (code, msg) = sqlstate(
+        db.admin
+            .query_one("SELECT engram.configure(image_dims => 16)", &[])
+            .await,
+    );
     assert_eq!(code, "55000", "{msg}");
 }
 
@@ -285,11 +315,7 @@ async fn restricted_role_sees_and_touches_only_its_own_images() {
     embed(&alice, "alice", &mine, &axis(DIMS, 2, 0.1)).await;
     let hits = search(&alice, "alice", &axis(DIMS, 2, 0.0), 10, None).await;
     assert_eq!(hits.len(), 1);
-    let owners: Vec<(String, i32)> = pairs(
-        &db.admin,
-        "SELECT owner, refs FROM engram.images ORDER BY owner",
-    )
-    .await;
+    let owners: Vec<(String, i32)> = pairs(&db.admin, "SELECT owner, refs FROM engram.images ORDER BY owner").await;
     assert_eq!(owners, vec![("alice".into(), 1), ("bob".into(), 1)]);
     // A ghost conversation does not touch the owner's images.
     let ghost = db
@@ -301,7 +327,10 @@ async fn restricted_role_sees_and_touches_only_its_own_images() {
         .await;
     let (code, _) = sqlstate(
         ghost
-            .query("SELECT * FROM engram.vision_search(query_embedding => '[0,0,1,0,0,0,0,0]')", &[])
+            .query(
+                "SELECT * FROM engram.vision_search(query_embedding => '[0,0,1,0,0,0,0,0]')",
+                &[],
+            )
             .await,
     );
     assert_eq!(code, "42501");
@@ -349,7 +378,10 @@ async fn search_is_exact_cosine_with_session_filter_and_k_clamp() {
     };
     let hits = search(&db.admin, "alice", &q, 10, None).await;
     let want = brute(None);
-    assert_eq!(hits.iter().map(|h| h.0.clone()).collect::<Vec<_>>(), want[..10].to_vec());
+    assert_eq!(
+        hits.iter().map(|h| h.0.clone()).collect::<Vec<_>>(),
+        want[..10].to_vec()
+    );
     for (sha, sim) in &hits {
         let v = &all.iter().find(|x| &x.0 == sha).unwrap().1;
         assert!((sim - cosine(v, &q)).abs() < 1e-4, "similarity is the cosine");
@@ -377,7 +409,11 @@ async fn search_is_exact_cosine_with_session_filter_and_k_clamp() {
     assert_eq!(search(&db.admin, "alice", &q, 0, None).await.len(), 1);
     assert_eq!(search(&db.admin, "alice", &q, -3, None).await.len(), 1);
     assert_eq!(
-        search(&db.admin, "alice", &q, 50, None).await.iter().map(|h| h.0.clone()).collect::<Vec<_>>(),
+        search(&db.admin, "alice", &q, 50, None)
+            .await
+            .iter()
+            .map(|h| h.0.clone())
+            .collect::<Vec<_>>(),
         want[..50].to_vec()
     );
 }
@@ -404,7 +440,10 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         "alice",
         "the deploy failed with a red error banner",
         &[1.0, 0.0, 0.0, 0.0],
-        &format!("metadata => '{{\"images\": [\"{shot}\", \"{}\"]}}'", shot.to_uppercase()),
+        &format!(
+            "metadata => '{{\"images\": [\"{shot}\", \"{}\"]}}'",
+            shot.to_uppercase()
+        ),
     )
     .await;
     let two = create(
@@ -415,7 +454,11 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         &format!("metadata => '{{\"images\": [\"{shot}\", \"{other}\"]}}'"),
     )
     .await;
-    assert_eq!(refs(shot.clone()).await, Some(3), "the put and two memories (one counted once)");
+    assert_eq!(
+        refs(shot.clone()).await,
+        Some(3),
+        "the put and two memories (one counted once)"
+    );
     // The agent lets go of its own put references: the memories keep the images.
     for sha in [&shot, &other] {
         db.admin
@@ -423,7 +466,10 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
             .await
             .unwrap();
     }
-    assert_eq!((refs(shot.clone()).await, refs(other.clone()).await), (Some(2), Some(1)));
+    assert_eq!(
+        (refs(shot.clone()).await, refs(other.clone()).await),
+        (Some(2), Some(1))
+    );
     // An update that drops an image gives its reference back.
     db.admin
         .execute(
@@ -432,7 +478,11 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         )
         .await
         .unwrap();
-    assert_eq!(refs(other.clone()).await, None, "the login page's last reference went with the update");
+    assert_eq!(
+        refs(other.clone()).await,
+        None,
+        "the login page's last reference went with the update"
+    );
     // A soft forget keeps the reference (the memory can come back); a hard one releases it.
     db.admin
         .execute("SELECT engram.forget(owner => 'alice', id => $1)", &[&one])
@@ -440,16 +490,26 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         .unwrap();
     assert_eq!(refs(shot.clone()).await, Some(2));
     db.admin
-        .execute("SELECT engram.forget(owner => 'alice', id => $1, hard => true)", &[&one])
+        .execute(
+            "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
+            &[&one],
+        )
         .await
         .unwrap();
     assert_eq!(refs(shot.clone()).await, Some(1));
     db.admin
-        .execute("SELECT engram.forget(owner => 'alice', id => $1, hard => true)", &[&two])
+        .execute(
+            "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
+            &[&two],
+        )
         .await
         .unwrap();
     assert_eq!(refs(shot.clone()).await, None);
-    assert_eq!(stored(&db).await, (0, 0), "bytes and embedding erased with the last memory");
+    assert_eq!(
+        stored(&db).await,
+        (0, 0),
+        "bytes and embedding erased with the last memory"
+    );
     // Naming an image the owner does not hold is refused, and writes nothing.
     let (code, msg) = sqlstate(
         db.admin
@@ -463,7 +523,14 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
     );
     assert_eq!(code, "22023", "{msg}");
     assert!(msg.contains("image_put"), "{msg}");
-    assert_eq!(count(&db, "SELECT count(*) FROM engram.memories WHERE content = 'ghost image'").await, 0);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.memories WHERE content = 'ghost image'"
+        )
+        .await,
+        0
+    );
     // erase_owner takes the rest.
     put(&db.admin, "alice", &png("left over"), None).await;
     let erased: serde_json::Value = db
@@ -490,7 +557,10 @@ fn the_docs_sql_walkthrough_runs_as_printed() {
     let (ok, text) = psql(&db, &script);
     assert!(ok, "the VISION.md walkthrough failed:\n{text}");
     for expected in ["chat-1", " created ", "\\x89504e470d0a1a0a00000001"] {
-        assert!(text.contains(expected), "walkthrough output lacks {expected:?}:\n{text}");
+        assert!(
+            text.contains(expected),
+            "walkthrough output lacks {expected:?}:\n{text}"
+        );
     }
     let released = text.lines().skip_while(|l| !l.contains("image_release")).nth(2);
     assert_eq!(released.map(str::trim), Some("1"), "{text}");

@@ -91,7 +91,9 @@ impl Groups {
             names = GROUP_NAMES.to_vec();
         }
         if names.contains(&"vision") {
-            return Err("the vision tool group is turned on by --vision (with an image embedder), not by --tools".into());
+            return Err(
+                "the vision tool group is turned on by --vision (with an image embedder), not by --tools".into(),
+            );
         }
         if let Some(bad) = names.iter().find(|g| !GROUP_NAMES.contains(g)) {
             return Err(format!(

@@ -41,10 +41,9 @@ pub struct ImagePutResult {
     /// The image's id (the sha256 of its bytes). Name it in a memory's metadata, {"images": ["<sha256>"]}, and
     /// the memory holds the image: forgetting the memory for good releases it.
     pub sha256: String,
-    /// References the image has now (a second put of the same bytes adds one).
-    pub refs: Option<i32>,
-    /// Whether the image is searchable already; a new image is embedded in the background within seconds.
-    pub embedded: bool,
+    /// "queued": a new image is embedded in the background, usually within a second, and is then found by
+    /// memory_vision_search. A second put of the same bytes adds a reference to the stored image.
+    pub embedding: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -140,25 +139,19 @@ impl EngramServer {
                 .db
                 .call(
                     &c,
-                    // The row as RLS shows it to the bound owner (none in an
-                    // agent context, which reads through functions only).
-                    "SELECT put.sha, i.refs, coalesce(i.embedding IS NOT NULL, false)
-                     FROM engram.image_put(data => $1, mime => $2, session_id => $3) AS put(sha)
-                     LEFT JOIN engram.images i ON i.sha256 = put.sha",
+                    "SELECT engram.image_put(data => $1, mime => $2, session_id => $3)",
                     &[&data, &a.mime, &session],
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
-            let row = rows.first().ok_or("the database returned no row")?;
-            let result = ImagePutResult {
-                sha256: row.get(0),
-                refs: row.get(1),
-                embedded: row.get(2),
-            };
-            if !result.embedded {
-                self.shared.background.embed_images(&c);
-            }
-            Ok(result)
+            let sha256: String = rows.first().ok_or("the database returned no row")?.get(0);
+            // A new image has no embedding yet; for a known one the worker
+            // finds nothing to do.
+            self.shared.background.embed_images(&c);
+            Ok(ImagePutResult {
+                sha256,
+                embedding: "queued".into(),
+            })
         })
         .await
     }
@@ -179,13 +172,18 @@ impl EngramServer {
             not_in_ghost(&c)?;
             self.shared.vision()?;
             let sql = "SELECT engram.image_release(sha256 => $1)";
-            let rows = self.shared.db.call(&c, sql, &[&a.sha256]).await.map_err(|e| match e.code.as_deref() {
-                Some("P0002") => format!(
-                    "Image {} not found: it was never stored for you or was erased at its last release.",
-                    a.sha256
-                ),
-                _ => e.message,
-            })?;
+            let rows = self
+                .shared
+                .db
+                .call(&c, sql, &[&a.sha256])
+                .await
+                .map_err(|e| match e.code.as_deref() {
+                    Some("P0002") => format!(
+                        "Image {} not found: it was never stored for you or was erased at its last release.",
+                        a.sha256
+                    ),
+                    _ => e.message,
+                })?;
             Ok(ImageReleaseResult {
                 sha256: a.sha256.trim().to_ascii_lowercase(),
                 refs: rows.first().map(|r| r.get(0)).unwrap_or(0),

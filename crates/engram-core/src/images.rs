@@ -27,8 +27,11 @@ pub const MAX_IMAGES_PER_MEMORY: usize = 32;
 /// Bytes of the signature check (the longest signature below is WebP's 12).
 pub const HEAD_BYTES: usize = 12;
 
+/// Whether an image's first bytes are one format's signature.
+type Signature = fn(&[u8]) -> bool;
+
 /// The accepted types, with their signatures.
-const TYPES: [(&str, fn(&[u8]) -> bool); 5] = [
+const TYPES: [(&str, Signature); 5] = [
     ("image/png", |h| h.starts_with(b"\x89PNG\r\n\x1a\n")),
     ("image/jpeg", |h| h.starts_with(b"\xff\xd8\xff")),
     ("image/gif", |h| h.starts_with(b"GIF87a") || h.starts_with(b"GIF89a")),
@@ -69,7 +72,10 @@ pub fn check_image(mime: Option<&str>, head: &[u8], len: usize, max_bytes: usize
     let Some((_, matches)) = TYPES.iter().find(|(t, _)| *t == mime) else {
         return Err(Error::invalid(
             format!("mime '{declared}' is not an image type engram stores"),
-            format!("send one of {} (convert other formats first)", accepted_types().join(", ")),
+            format!(
+                "send one of {} (convert other formats first)",
+                accepted_types().join(", ")
+            ),
         ));
     };
     if len == 0 {
@@ -133,13 +139,17 @@ pub fn referenced(metadata: &serde_json::Value) -> Result<Vec<String>> {
     if items.len() > MAX_IMAGES_PER_MEMORY {
         return Err(Error::new(
             Sqlstate::ProgramLimitExceeded,
-            format!("metadata.images names {} images; the limit is {MAX_IMAGES_PER_MEMORY}", items.len()),
+            format!(
+                "metadata.images names {} images; the limit is {MAX_IMAGES_PER_MEMORY}",
+                items.len()
+            ),
             "split the images over several memories",
         ));
     }
     let mut out: Vec<String> = Vec::with_capacity(items.len());
     for item in items {
-        let sha = parse_sha256(item.as_str()).map_err(|e| Error::invalid(format!("metadata.images: {}", e.message), hint))?;
+        let sha =
+            parse_sha256(item.as_str()).map_err(|e| Error::invalid(format!("metadata.images: {}", e.message), hint))?;
         if !out.contains(&sha) {
             out.push(sha);
         }
@@ -180,9 +190,18 @@ mod tests {
     fn accepted_images_get_their_canonical_type() {
         assert_eq!(check_image(Some("image/png"), PNG, 10, MAX).unwrap(), "image/png");
         assert_eq!(check_image(Some(" Image/PNG; x=1"), PNG, 10, MAX).unwrap(), "image/png");
-        assert_eq!(check_image(Some("image/jpg"), b"\xff\xd8\xff\xe0", 10, MAX).unwrap(), "image/jpeg");
-        assert_eq!(check_image(Some("image/gif"), b"GIF89a....", 10, MAX).unwrap(), "image/gif");
-        assert_eq!(check_image(Some("image/webp"), b"RIFF\0\0\0\0WEBPVP8 ", 10, MAX).unwrap(), "image/webp");
+        assert_eq!(
+            check_image(Some("image/jpg"), b"\xff\xd8\xff\xe0", 10, MAX).unwrap(),
+            "image/jpeg"
+        );
+        assert_eq!(
+            check_image(Some("image/gif"), b"GIF89a....", 10, MAX).unwrap(),
+            "image/gif"
+        );
+        assert_eq!(
+            check_image(Some("image/webp"), b"RIFF\0\0\0\0WEBPVP8 ", 10, MAX).unwrap(),
+            "image/webp"
+        );
         assert_eq!(check_image(Some("image/bmp"), b"BM\0\0", 10, MAX).unwrap(), "image/bmp");
     }
 
@@ -230,7 +249,10 @@ mod tests {
             vec!["a".repeat(64), "b".repeat(64)]
         );
         assert!(referenced(&json!({"images": "x"})).is_err());
-        assert!(referenced(&json!({"images": ["x"]})).unwrap_err().message.contains("metadata.images"));
+        assert!(referenced(&json!({"images": ["x"]}))
+            .unwrap_err()
+            .message
+            .contains("metadata.images"));
         assert!(referenced(&json!({"images": [1]})).is_err());
         assert_eq!(
             referenced_leniently(&json!({"images": [1, "x", a, a]})),

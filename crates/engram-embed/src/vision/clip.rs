@@ -38,8 +38,11 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 /// The files a model directory must hold.
 const FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 
-/// CLIP's per-channel (RGB) pixel mean and standard deviation, on [0, 1].
+/// CLIP's per-channel (RGB) pixel mean and standard deviation, on [0, 1],
+/// written as OpenAI published them (f32 keeps about seven digits).
+#[allow(clippy::excessive_precision)]
 pub(crate) const MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+#[allow(clippy::excessive_precision)]
 pub(crate) const STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 /// Images per forward pass: bounds memory (a 224-pixel image is 600 KB of
@@ -515,13 +518,18 @@ mod tests {
 
     #[test]
     fn pixels_use_clips_mean_and_std() {
-        assert_eq!(MEAN, [0.481_454_66, 0.457_827_5, 0.408_210_73]);
-        assert_eq!(STD, [0.268_629_54, 0.261_302_58, 0.275_777_11]);
+        // CLIPImageProcessor's image_mean and image_std
+        let mean = [0.48145466f64, 0.4578275, 0.40821073];
+        let std = [0.26862954f64, 0.26130258, 0.27577711];
+        for c in 0..3 {
+            assert!((f64::from(MEAN[c]) - mean[c]).abs() < 1e-7);
+            assert!((f64::from(STD[c]) - std[c]).abs() < 1e-7);
+        }
         for c in 0..3 {
             assert!((normalise(0, c) + MEAN[c] / STD[c]).abs() < 1e-6);
             assert!((normalise(255, c) - (1.0 - MEAN[c]) / STD[c]).abs() < 1e-6);
         }
-        assert!((normalise(123, 0) - (123.0 / 255.0 - 0.481_454_66) / 0.268_629_54).abs() < 1e-6);
+        assert!((normalise(123, 0) - (123.0 / 255.0 - MEAN[0]) / STD[0]).abs() < 1e-6);
     }
 
     fn png(width: u32, height: u32, colour: [u8; 3]) -> Image {
