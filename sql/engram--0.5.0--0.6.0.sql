@@ -1,17 +1,17 @@
 -- engram 0.5.0 -> 0.6.0 (ALTER EXTENSION engram UPDATE TO '0.6.0')
 --
 -- 0.6.0 adds vision memories (SPEC 11, issue 11): images stored once per
--- owner by sha256 with a reference count (engram.images, engram.image_data),
--- their embeddings in a separate 512-dimension column, image_put /
--- image_release / image_get / vision_embed / vision_search /
+-- owner by sha256 (engram.images, their bytes in engram.image_data), kept
+-- by image_put references and by the memories that name them in
+-- metadata.images (engram.image_holds, derived by triggers on
+-- engram.memories), their embeddings in a separate 512-dimension column;
+-- image_put / image_release / image_get / vision_embed / vision_search /
 -- image_backlog, configure(image_dims => ...), the engram.image_max_bytes
--- setting, and triggers by which a memory naming images in
--- metadata.images holds a reference to each.
--- Two new, empty tables; no existing row changes. Memories written before
--- 0.6.0 hold no image references: the triggers count only what is written
--- from now on, and a stored memory whose metadata happens to have an
--- "images" key releases nothing that it never held (release skips images
--- the owner does not hold).
+-- setting.
+-- Three new, empty tables; no existing row changes. Memories written before
+-- 0.6.0 hold no images: the holds are derived from metadata written from
+-- now on (the triggers skip ids of images the owner does not hold, so an
+-- old "images" key blocks nothing).
 --
 -- Built as sql/README.md says: 1. drop the previous API; 2. change the
 -- tables; 3. create the new Rust functions; 4. load the new api.sql from
@@ -56,21 +56,22 @@ $$;
 
 -- 2. The tables of vision memories, exactly as schema.sql declares them.
 -- Vision memories (SPEC 11, since 0.6.0): images stored once per owner by
--- content hash, with a reference count. engram.image_put adds a reference,
--- engram.image_release gives one back, and a memory whose metadata names an
--- image ({"images": ["<sha256>"]}) holds one while it exists (triggers in
--- api.sql). At zero references the row goes, and with it the bytes
--- (image_data, by foreign key) and the embedding, in the same transaction.
+-- content hash. Two kinds of reference keep an image: `refs` counts
+-- engram.image_put calls not yet given back by engram.image_release, and
+-- engram.image_holds lists the memories whose metadata names the image
+-- ({"images": ["<sha256>"]}). When neither is left, the row goes, and with
+-- it the bytes (image_data, by foreign key) and the embedding, in the same
+-- transaction (engram._image_settle in api.sql).
 -- Bytes live apart from the vectors so that an exact vision search scans
 -- small rows; the embedding is stored PLAIN (never compressed or moved out
 -- of line), which is what keeps that scan cheap at 512 dimensions and
--- bounds engram.configure(image_dims => ...) to 2000.
+-- bounds engram.configure(image_dims => ...) to 1536.
 CREATE TABLE engram.images (
     owner           text NOT NULL CHECK (owner <> ''),
     sha256          text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
     mime            text NOT NULL,
     bytes           integer NOT NULL CHECK (bytes > 0),
-    refs            integer NOT NULL CHECK (refs > 0),
+    refs            integer NOT NULL CHECK (refs >= 0),
     -- the session of the first put; vision_search filters on it
     session_id      text,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -96,10 +97,24 @@ CREATE TABLE engram.image_data (
 );
 ALTER TABLE engram.image_data ALTER COLUMN data SET STORAGE EXTERNAL;
 
+-- Which memory holds which image: derived from the memories' metadata by
+-- triggers (api.sql), so it is not dumped; a restore rebuilds it as the
+-- memories are loaded (after the images: pg_dump loads engram's tables in
+-- foreign-key, then name order). Never readable by engram_agent.
+CREATE TABLE engram.image_holds (
+    owner     text NOT NULL,
+    memory_id uuid NOT NULL,
+    sha256    text NOT NULL,
+    PRIMARY KEY (owner, memory_id, sha256),
+    FOREIGN KEY (owner, sha256) REFERENCES engram.images (owner, sha256)
+);
+CREATE INDEX image_holds_image ON engram.image_holds (owner, sha256);
+
 SELECT pg_catalog.pg_extension_config_dump('engram.images', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.image_data', '');
 ALTER TABLE engram.images ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.image_holds ENABLE ROW LEVEL SECURITY;
 
 -- 3. Rust functions new in 0.6.0.
 CREATE FUNCTION engram."_check_image"(

@@ -382,20 +382,33 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
     shared.metrics.embedding(started.elapsed(), batch.is_ok());
     let vectors: Vec<Option<Vec<f32>>> = match batch {
         Ok(v) => v.into_iter().map(Some).collect(),
-        Err(_) => {
+        // One by one: an image the embedder refuses on its own must not
+        // block the rest.
+        Err(batch_error) => {
             let mut one_by_one = Vec::with_capacity(images.len());
+            let mut failed = Vec::new();
             for (image, sha) in images.iter().zip(&shas) {
                 match vision.embed_images(std::slice::from_ref(image)).await {
                     Ok(mut v) => one_by_one.push(Some(v.remove(0))),
                     Err(e) => {
-                        tracing::warn!(owner = %c.owner, sha256 = %sha, error = %e, "image not embedded");
-                        let mut refused = shared.background.refused.lock().unwrap_or_else(|p| p.into_inner());
-                        let list = refused.entry(c.owner.clone()).or_default();
-                        if list.len() < MAX_REFUSED {
-                            list.push(sha.clone());
-                        }
+                        failed.push((sha.clone(), e.to_string()));
                         one_by_one.push(None);
                     }
+                }
+            }
+            // All failed: the embedder is down or overloaded, not refusing
+            // these images. They stay in the backlog for a later round.
+            if failed.len() == images.len() {
+                return Err(format!("the image embedder failed every image: {batch_error}"));
+            }
+            // Some passed: the others are refused for what they are, and
+            // skipped by this process from now on.
+            let mut refused = shared.background.refused.lock().unwrap_or_else(|p| p.into_inner());
+            let list = refused.entry(c.owner.clone()).or_default();
+            for (sha, e) in failed {
+                tracing::warn!(owner = %c.owner, sha256 = %sha, error = %e, "image not embedded: the embedder refuses it");
+                if list.len() < MAX_REFUSED {
+                    list.push(sha);
                 }
             }
             one_by_one

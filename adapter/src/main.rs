@@ -368,17 +368,17 @@ async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(serde_json::json!({
-            "status": if ok { "ok" } else { "degraded" },
-            "database": database,
-            "embedder": embedder,
-            "model": shared.embedder.name(),
-            "image_embedder": image_embedder,
-            "image_model": shared.vision.as_deref().map(|v| v.name()),
-        })),
-    )
+    let mut body = serde_json::json!({
+        "status": if ok { "ok" } else { "degraded" },
+        "database": database,
+        "embedder": embedder,
+        "model": shared.embedder.name(),
+    });
+    if let (Some(state), Some(v)) = (image_embedder, shared.vision.as_deref()) {
+        body["image_embedder"] = state.into();
+        body["image_model"] = v.name().into();
+    }
+    (status, Json(body))
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

@@ -708,7 +708,7 @@ $fn$;
 
 -- Sets the embedding dimension of this database (default 384), allowed
 -- while no memory holds an embedding, and the dimension of image
--- embeddings (default 512, at most 2000), allowed while no image holds one.
+-- embeddings (default 512, at most 1536), allowed while no image holds one.
 -- Rebuilds what depends on the column (the memories' HNSW index).
 CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -734,8 +734,8 @@ BEGIN
     v_current := engram._image_dims();
     IF configure.image_dims IS NOT NULL AND configure.image_dims <> v_current THEN
         PERFORM engram._check_dims(configure.image_dims);
-        IF configure.image_dims > 2000 THEN
-            RAISE EXCEPTION 'image_dims % is above 2000; image embeddings are stored uncompressed in the row, which holds at most 2000 dimensions (CLIP models use 512 to 1024)', configure.image_dims
+        IF configure.image_dims > 1536 THEN
+            RAISE EXCEPTION 'image_dims % is above 1536; image embeddings are stored uncompressed in the row, which leaves room for 1536 dimensions (CLIP models use 512 to 1024)', configure.image_dims
                 USING ERRCODE = '22023';
         END IF;
         SELECT count(*) INTO v_stored FROM engram.images i WHERE i.embedding IS NOT NULL;
@@ -802,6 +802,9 @@ BEGIN
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
         octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
     PERFORM engram._check_vector(remember.embedding, 'embedding');
+    IF v_metadata ? 'images' THEN
+        PERFORM engram._check_image_refs(v_owner, v_metadata);
+    END IF;
     IF remember.ttl IS NOT NULL AND remember.ttl <= interval '0' THEN
         RAISE EXCEPTION 'ttl % is not positive; pass a positive interval such as ''30 days'', or NULL to keep the memory', remember.ttl
             USING ERRCODE = '22023';
@@ -919,6 +922,7 @@ BEGIN
     END IF;
     IF update.metadata IS NOT NULL THEN
         PERFORM engram._check_metadata(jsonb_typeof(update.metadata), octet_length(update.metadata::text));
+        PERFORM engram._check_image_refs(v_owner, update.metadata);
     END IF;
 
     RETURN engram._rewrite(r, v_owner, update.content, update.embedding, update.tags, update.metadata,
@@ -978,7 +982,7 @@ BEGIN
         dedup_key = v_key,
         embedding = coalesce(p_embedding, m.embedding),
         tags = v_tags,
-        metadata = coalesce(p_metadata, m.metadata),
+        metadata = engram._keep_images(p_metadata, m.metadata),
         access_level = coalesce(p_access_level, m.access_level),
         revision = m.revision + 1,
         correction_count = v_correct,
@@ -1778,8 +1782,9 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('tokens', n);
     DELETE FROM engram.misses x WHERE x.owner = v_owner;
-    -- Images the erased memories held went with them (image_refs_delete);
-    -- these are the rest, bytes and embeddings included.
+    -- Images only the erased memories held went with them
+    -- (image_refs_delete); these are the rest, bytes and embeddings included.
+    DELETE FROM engram.image_holds h WHERE h.owner = v_owner;
     DELETE FROM engram.image_data d WHERE d.owner = v_owner;
     DELETE FROM engram.images i WHERE i.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -3638,39 +3643,60 @@ BEGIN
 END
 $fn$;
 
--- Adds one reference to each of the owner's images `p_shas`; raises when
--- the owner holds one of them not (nothing changes then).
-CREATE FUNCTION engram._image_hold(p_owner text, p_shas text[]) RETURNS void
-LANGUAGE plpgsql AS $fn$
+-- Refuses metadata whose "images" names anything but images the owner
+-- holds (22023, changing nothing). remember and update call it before they
+-- write; the triggers below are lenient, so that a restore or an import
+-- never fails on an image that is not there (it is simply not held).
+CREATE FUNCTION engram._check_image_refs(p_owner text, p_metadata jsonb) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
-    v_sha text;
+    v_missing text;
 BEGIN
-    FOREACH v_sha IN ARRAY p_shas LOOP
-        UPDATE engram.images AS i SET refs = i.refs + 1, updated_at = now()
-        WHERE i.owner = p_owner AND i.sha256 = v_sha;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'metadata.images names image %, which owner % does not hold; store it first with engram.image_put (memory_image_put) and name the id it returns', v_sha, p_owner
-                USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
+    IF p_metadata IS NULL OR NOT p_metadata ? 'images' THEN
+        RETURN;
+    END IF;
+    SELECT x.sha INTO v_missing FROM unnest(engram._image_refs(p_metadata, true)) AS x(sha)
+    WHERE NOT EXISTS (SELECT 1 FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = x.sha)
+    LIMIT 1;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'metadata.images names image %, which owner % does not hold; store it first with engram.image_put (memory_image_put) and name the id it returns', v_missing, p_owner
+            USING ERRCODE = '22023';
+    END IF;
 END
 $fn$;
 
--- Gives back one reference to the owner's image `p_sha`: at the last one
--- the image row goes, and with it its bytes (foreign key) and embedding.
--- Returns the references left; NULL when the owner holds no such image.
-CREATE FUNCTION engram._image_release(p_owner text, p_sha text) RETURNS integer
+-- An update's metadata: a new object without "images" keeps the memory's
+-- images (an update of other keys must not let go of a screenshot); to
+-- drop them, pass "images": [].
+CREATE FUNCTION engram._keep_images(p_new jsonb, p_old jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_new IS NULL THEN
+        RETURN p_old;
+    ELSIF p_new ? 'images' OR NOT coalesce(p_old ? 'images', false) THEN
+        RETURN p_new;
+    END IF;
+    RETURN p_new || jsonb_build_object('images', p_old -> 'images');
+END
+$fn$;
+
+-- Erases the owner's image `p_sha` when nothing keeps it: no put
+-- reference left and no memory holding it. The bytes go with the row
+-- (foreign key), the embedding is in it. Returns the references left
+-- (puts plus holding memories); NULL when the owner has no such image.
+CREATE FUNCTION engram._image_settle(p_owner text, p_sha text) RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_refs integer;
+    v_refs  integer;
+    v_holds integer;
 BEGIN
     SELECT i.refs INTO v_refs FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha FOR UPDATE;
     IF v_refs IS NULL THEN
         RETURN NULL;
-    ELSIF v_refs > 1 THEN
-        UPDATE engram.images AS i SET refs = i.refs - 1, updated_at = now()
-        WHERE i.owner = p_owner AND i.sha256 = p_sha;
-        RETURN v_refs - 1;
+    END IF;
+    SELECT count(*) INTO v_holds FROM engram.image_holds h WHERE h.owner = p_owner AND h.sha256 = p_sha;
+    IF v_refs + v_holds > 0 THEN
+        RETURN v_refs + v_holds;
     END IF;
     DELETE FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = p_sha;
     PERFORM engram._audit(p_owner, 'image_erase', NULL, jsonb_build_object('sha256', p_sha));
@@ -3678,16 +3704,24 @@ BEGIN
 END
 $fn$;
 
--- A memory naming images in metadata.images holds one reference to each
--- while it exists: taken when it is written, moved when an update changes
--- the list, given back when the row is deleted (hard forget, purge,
--- erase_owner), so forgetting the last memory of a screenshot erases it.
+-- A memory naming images in metadata.images holds each of them while it
+-- exists (engram.image_holds): the hold is taken when it is written, moved
+-- when an update changes the list, and given back when the row is deleted
+-- (hard forget, purge, erase_owner), so forgetting the last memory of a
+-- screenshot erases it. Derived data, kept leniently: ids of images the
+-- owner does not hold are skipped (engram._check_image_refs refuses them
+-- in remember and update, before anything is written). Ids are handled in
+-- sorted order, so two transactions lock images in the same order.
 -- Row triggers whose WHEN clause is checked without calling a function:
 -- memories that name no images pay nothing.
 CREATE FUNCTION engram._image_refs_inserted() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
-    PERFORM engram._image_hold(NEW.owner, engram._image_refs(NEW.metadata, true));
+    INSERT INTO engram.image_holds AS h (owner, memory_id, sha256)
+    SELECT NEW.owner, NEW.id, i.sha256
+    FROM unnest(engram._image_refs(NEW.metadata, false)) AS x(sha)
+    JOIN engram.images i ON i.owner = NEW.owner AND i.sha256 = x.sha
+    ON CONFLICT DO NOTHING;
     RETURN NULL;
 END
 $fn$;
@@ -3695,13 +3729,20 @@ $fn$;
 CREATE FUNCTION engram._image_refs_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_old text[] := engram._image_refs(OLD.metadata, false);
-    v_new text[] := engram._image_refs(NEW.metadata, true);
     v_sha text;
 BEGIN
-    PERFORM engram._image_hold(NEW.owner, ARRAY(SELECT unnest(v_new) EXCEPT SELECT unnest(v_old)));
-    FOREACH v_sha IN ARRAY ARRAY(SELECT unnest(v_old) EXCEPT SELECT unnest(v_new)) LOOP
-        PERFORM engram._image_release(OLD.owner, v_sha);
+    INSERT INTO engram.image_holds AS h (owner, memory_id, sha256)
+    SELECT NEW.owner, NEW.id, i.sha256
+    FROM unnest(engram._image_refs(NEW.metadata, false)) AS x(sha)
+    JOIN engram.images i ON i.owner = NEW.owner AND i.sha256 = x.sha
+    ON CONFLICT DO NOTHING;
+    FOR v_sha IN
+        DELETE FROM engram.image_holds h
+        WHERE h.owner = OLD.owner AND h.memory_id = OLD.id
+          AND h.sha256 <> ALL (engram._image_refs(NEW.metadata, false))
+        RETURNING h.sha256
+    LOOP
+        PERFORM engram._image_settle(OLD.owner, v_sha);
     END LOOP;
     RETURN NULL;
 END
@@ -3712,10 +3753,10 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_sha text;
 BEGIN
-    -- Leniently: metadata written before 0.6.0 was never checked, and an
-    -- image released by hand already is skipped.
-    FOREACH v_sha IN ARRAY engram._image_refs(OLD.metadata, false) LOOP
-        PERFORM engram._image_release(OLD.owner, v_sha);
+    FOR v_sha IN
+        DELETE FROM engram.image_holds h WHERE h.owner = OLD.owner AND h.memory_id = OLD.id RETURNING h.sha256
+    LOOP
+        PERFORM engram._image_settle(OLD.owner, v_sha);
     END LOOP;
     RETURN NULL;
 END
@@ -3767,18 +3808,27 @@ BEGIN
 END
 $fn$;
 
--- Gives back one reference; returns the references left. At 0 the bytes
--- and the embedding are erased in this transaction.
+-- Gives back one reference that image_put took; returns the references
+-- left (puts plus memories holding the image). At 0 the bytes and the
+-- embedding are erased in this transaction. A memory's hold is not the
+-- caller's to give back: with no put reference left, it is refused.
 CREATE FUNCTION engram.image_release(owner text DEFAULT NULL, sha256 text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(image_release.owner, NULL, NULL, true);
     v_sha   text := engram._image_id(image_release.sha256);
+    r       engram.images;
     v_left  integer;
 BEGIN
     PERFORM engram._lock_owner(v_owner);
-    PERFORM engram._locate_image(v_owner, v_sha, true);
-    v_left := engram._image_release(v_owner, v_sha);
+    r := engram._locate_image(v_owner, v_sha, true);
+    IF r.refs = 0 THEN
+        RAISE EXCEPTION 'image % has no reference from engram.image_put left to release; memories that name it in metadata.images hold it until they are forgotten for good (engram.forget(..., hard => true))', v_sha
+            USING ERRCODE = '55000';
+    END IF;
+    UPDATE engram.images AS i SET refs = i.refs - 1, updated_at = now()
+    WHERE i.owner = v_owner AND i.sha256 = v_sha;
+    v_left := engram._image_settle(v_owner, v_sha);
     PERFORM engram._audit(v_owner, 'image_release', NULL, jsonb_build_object('sha256', v_sha, 'refs', v_left));
     RETURN v_left;
 END
@@ -3865,7 +3915,7 @@ BEGIN
     FROM engram.images i JOIN engram.image_data d ON d.owner = i.owner AND d.sha256 = i.sha256
     WHERE i.owner = v_owner AND i.embedding IS NULL AND i.sha256 <> ALL (coalesce(image_backlog.skip, '{}'))
     ORDER BY i.created_at, i.sha256
-    LIMIT least(greatest(coalesce(image_backlog.lim, 8), 1), 100);
+    LIMIT least(greatest(coalesce(image_backlog.lim, 8), 1), 32);
 END
 $fn$;
 

@@ -359,21 +359,22 @@ ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 
 -- Vision memories (SPEC 11, since 0.6.0): images stored once per owner by
--- content hash, with a reference count. engram.image_put adds a reference,
--- engram.image_release gives one back, and a memory whose metadata names an
--- image ({"images": ["<sha256>"]}) holds one while it exists (triggers in
--- api.sql). At zero references the row goes, and with it the bytes
--- (image_data, by foreign key) and the embedding, in the same transaction.
+-- content hash. Two kinds of reference keep an image: `refs` counts
+-- engram.image_put calls not yet given back by engram.image_release, and
+-- engram.image_holds lists the memories whose metadata names the image
+-- ({"images": ["<sha256>"]}). When neither is left, the row goes, and with
+-- it the bytes (image_data, by foreign key) and the embedding, in the same
+-- transaction (engram._image_settle in api.sql).
 -- Bytes live apart from the vectors so that an exact vision search scans
 -- small rows; the embedding is stored PLAIN (never compressed or moved out
 -- of line), which is what keeps that scan cheap at 512 dimensions and
--- bounds engram.configure(image_dims => ...) to 2000.
+-- bounds engram.configure(image_dims => ...) to 1536.
 CREATE TABLE engram.images (
     owner           text NOT NULL CHECK (owner <> ''),
     sha256          text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
     mime            text NOT NULL,
     bytes           integer NOT NULL CHECK (bytes > 0),
-    refs            integer NOT NULL CHECK (refs > 0),
+    refs            integer NOT NULL CHECK (refs >= 0),
     -- the session of the first put; vision_search filters on it
     session_id      text,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -399,7 +400,21 @@ CREATE TABLE engram.image_data (
 );
 ALTER TABLE engram.image_data ALTER COLUMN data SET STORAGE EXTERNAL;
 
+-- Which memory holds which image: derived from the memories' metadata by
+-- triggers (api.sql), so it is not dumped; a restore rebuilds it as the
+-- memories are loaded (after the images: pg_dump loads engram's tables in
+-- foreign-key, then name order). Never readable by engram_agent.
+CREATE TABLE engram.image_holds (
+    owner     text NOT NULL,
+    memory_id uuid NOT NULL,
+    sha256    text NOT NULL,
+    PRIMARY KEY (owner, memory_id, sha256),
+    FOREIGN KEY (owner, sha256) REFERENCES engram.images (owner, sha256)
+);
+CREATE INDEX image_holds_image ON engram.image_holds (owner, sha256);
+
 SELECT pg_catalog.pg_extension_config_dump('engram.images', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.image_data', '');
 ALTER TABLE engram.images ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.image_holds ENABLE ROW LEVEL SECURITY;

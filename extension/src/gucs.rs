@@ -29,8 +29,9 @@ static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
 /// an HNSW pass on the bench machine (docs/BENCHMARKS.md).
 static LIST_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(LIST_SEARCH_ROWS_DEFAULT);
 const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
-/// Events of a session after which a summary is due (SPEC 9).
+/// The largest image engram.image_put stores (SPEC 11).
 static IMAGE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(engram_core::images::DEFAULT_MAX_BYTES);
+/// Events of a session after which a summary is due (SPEC 9).
 static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
 /// SUSET: only superusers (and roles granted SET on it) set it directly;

@@ -9,6 +9,7 @@ import base64
 import hashlib
 import io
 
+import httpx
 import pytest
 from PIL import Image, ImageDraw
 
@@ -115,6 +116,8 @@ async def test_put_search_both_ways_release_and_search_again(vision):
         assert psql(db, f"SELECT count(*) FROM engram.image_data WHERE sha256 = '{ids['red']}'") == "0"
         text, err = await call(s, "memory_image_release", sha256=ids["red"])
         assert err and "not found" in text
+    health = httpx.get(base + "/health").json()
+    assert health["image_embedder"] == "ok" and health["image_model"].startswith("openai:clip@"), health
 
 
 async def test_a_memory_holds_its_images_until_hard_forget(vision):
@@ -128,6 +131,8 @@ async def test_a_memory_holds_its_images_until_hard_forget(vision):
         assert not err, mem
         released, _ = await call(s, "memory_image_release", sha256=sha)
         assert released["refs"] == 1, "the memory still holds the image"
+        text, err = await call(s, "memory_image_release", sha256=sha)
+        assert err and "forgotten for good" in text, "a memory's hold is not the agent's to release"
         await searchable(s, [sha])
         found, _ = await call(s, "memory_vision_search", query="magenta", limit=1)
         assert found["results"][0]["sha256"] == sha

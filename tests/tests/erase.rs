@@ -62,7 +62,9 @@ async fn populate(db: &TestDb, owner: &str, other: &str) {
              SELECT engram.grant(owner => '{other}', accessor => '{owner}', trust => 3);
              SELECT engram.add_member(group_id => 'crew', member => '{owner}');
              SELECT engram.create_token(owner => '{owner}', label => 'laptop');
-             SELECT engram.image_put(owner => '{owner}', data => '\\x89504e470d0a1a0a00'::bytea, mime => 'image/png');"
+             SELECT engram.remember(owner => '{owner}', content => '{owner}''s screenshot', metadata => jsonb_build_object(
+                 'images', jsonb_build_array(engram.image_put(owner => '{owner}', data => '\\x89504e470d0a1a0a00'::bytea,
+                                                              mime => 'image/png'))));"
         ))
         .await
         .unwrap_or_else(|e| panic!("populate {owner}: {e:?}"));
@@ -88,10 +90,13 @@ async fn erase_owner_leaves_nothing_of_the_owner_and_everything_of_others() {
         .await
         .expect("erase_owner")
         .get(0);
-    assert_eq!(counts["memories"], 3, "two memories and the captured event: {counts}");
+    assert_eq!(counts["memories"], 4, "three memories and the captured event: {counts}");
     assert_eq!(counts["tokens"], 1, "{counts}");
     assert_eq!(counts["grants"], 2, "given and received: {counts}");
-    assert_eq!(counts["images"], 1, "{counts}");
+    assert_eq!(
+        counts["images"], 1,
+        "its put reference kept it past the memory: {counts}"
+    );
 
     for (t, n) in rows_of(&db, "alice").await {
         let left = if t == "audit_log" { 1 } else { 0 };

@@ -418,23 +418,36 @@ async fn search_is_exact_cosine_with_session_filter_and_k_clamp() {
     );
 }
 
+/// What keeps an image: (put references, memories holding it); None once erased.
+async fn kept(db: &TestDb, sha: &str) -> Option<(i32, i64)> {
+    db.admin
+        .query_opt(
+            "SELECT i.refs, (SELECT count(*) FROM engram.image_holds h WHERE h.owner = i.owner AND h.sha256 = i.sha256)
+             FROM engram.images i WHERE i.sha256 = $1",
+            &[&sha],
+        )
+        .await
+        .unwrap()
+        .map(|r| (r.get(0), r.get(1)))
+}
+
+async fn forget(db: &TestDb, id: Uuid, hard: bool) {
+    db.admin
+        .execute(
+            "SELECT engram.forget(owner => 'alice', id => $1, hard => $2)",
+            &[&id, &hard],
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
-async fn memories_hold_references_and_hard_forget_releases_them() {
+async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
     let db = vision_db().await;
     let shot = put(&db.admin, "alice", &png("error banner"), None).await;
     let other = put(&db.admin, "alice", &png("login page"), None).await;
     embed(&db.admin, "alice", &shot, &axis(DIMS, 0, 0.0)).await;
-    let refs = |sha: String| {
-        let admin = &db.admin;
-        async move {
-            admin
-                .query_opt("SELECT refs FROM engram.images WHERE sha256 = $1", &[&sha])
-                .await
-                .unwrap()
-                .map(|r| r.get::<_, i32>(0))
-        }
-    };
-    // Two memories name the screenshot, one also the login page.
+    // Two memories name the screenshot (one twice, in two cases), one also the login page.
     let one = create(
         &db.admin,
         "alice",
@@ -451,26 +464,46 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         "alice",
         "login page and banner after the fix",
         &[0.0, 1.0, 0.0, 0.0],
-        &format!("metadata => '{{\"images\": [\"{shot}\", \"{other}\"]}}'"),
+        &format!("metadata => '{{\"images\": [\"{other}\", \"{shot}\"]}}'"),
     )
     .await;
     assert_eq!(
-        refs(shot.clone()).await,
-        Some(3),
-        "the put and two memories (one counted once)"
+        kept(&db, &shot).await,
+        Some((1, 2)),
+        "one put, two memories (one counted once)"
     );
-    // The agent lets go of its own put references: the memories keep the images.
-    for sha in [&shot, &other] {
-        db.admin
-            .execute("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[sha])
+    // The agent gives back its puts: the memories keep the images, and a
+    // memory's hold is not the caller's to release.
+    for (sha, left) in [(&shot, 2), (&other, 1)] {
+        let n: i32 = db
+            .admin
+            .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[sha])
             .await
-            .unwrap();
+            .unwrap()
+            .get(0);
+        assert_eq!(n, left, "references left: the holding memories");
     }
-    assert_eq!(
-        (refs(shot.clone()).await, refs(other.clone()).await),
-        (Some(2), Some(1))
+    let (code, msg) = sqlstate(
+        db.admin
+            .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[&shot])
+            .await,
     );
-    // An update that drops an image gives its reference back.
+    assert_eq!(code, "55000", "{msg}");
+    assert!(msg.contains("hard => true"), "{msg}");
+    assert_eq!(kept(&db, &shot).await, Some((0, 2)));
+    // An update of other metadata keys keeps the images; one that drops an image gives it back.
+    db.admin
+        .execute(
+            "SELECT engram.update(owner => 'alice', id => $1, metadata => '{\"note\": \"after the fix\"}')",
+            &[&two],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        kept(&db, &other).await,
+        Some((0, 1)),
+        "metadata without \"images\" keeps them"
+    );
     db.admin
         .execute(
             &format!("SELECT engram.update(owner => 'alice', id => $1, metadata => '{{\"images\": [\"{shot}\"]}}')"),
@@ -479,38 +512,24 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         .await
         .unwrap();
     assert_eq!(
-        refs(other.clone()).await,
+        kept(&db, &other).await,
         None,
-        "the login page's last reference went with the update"
+        "the login page's last holder let go: erased"
     );
-    // A soft forget keeps the reference (the memory can come back); a hard one releases it.
-    db.admin
-        .execute("SELECT engram.forget(owner => 'alice', id => $1)", &[&one])
-        .await
-        .unwrap();
-    assert_eq!(refs(shot.clone()).await, Some(2));
-    db.admin
-        .execute(
-            "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
-            &[&one],
-        )
-        .await
-        .unwrap();
-    assert_eq!(refs(shot.clone()).await, Some(1));
-    db.admin
-        .execute(
-            "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
-            &[&two],
-        )
-        .await
-        .unwrap();
-    assert_eq!(refs(shot.clone()).await, None);
+    // A soft forget keeps the hold (the memory can come back); a hard one gives it back.
+    forget(&db, one, false).await;
+    assert_eq!(kept(&db, &shot).await, Some((0, 2)));
+    forget(&db, one, true).await;
+    assert_eq!(kept(&db, &shot).await, Some((0, 1)));
+    forget(&db, two, true).await;
+    assert_eq!(kept(&db, &shot).await, None);
     assert_eq!(
         stored(&db).await,
         (0, 0),
         "bytes and embedding erased with the last memory"
     );
-    // Naming an image the owner does not hold is refused, and writes nothing.
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
+    // remember and update refuse an image the owner does not hold, writing nothing.
     let (code, msg) = sqlstate(
         db.admin
             .query(
@@ -531,8 +550,31 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         .await,
         0
     );
+    // An import (a DBA restoring an export, which carries no images) is not
+    // refused: the memory keeps its metadata and holds nothing.
+    let imported: String = db
+        .admin
+        .query_one(
+            "SELECT engram.import_memory(owner => 'alice', memory => jsonb_build_object(
+                 'id', gen_random_uuid(), 'content', 'imported with its screenshot gone',
+                 'metadata', jsonb_build_object('images', jsonb_build_array($1::text))))",
+            &[&shot],
+        )
+        .await
+        .expect("import_memory with an image that is not there")
+        .get(0);
+    assert_eq!(imported, "created");
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
     // erase_owner takes the rest.
-    put(&db.admin, "alice", &png("left over"), None).await;
+    let last = put(&db.admin, "alice", &png("left over"), None).await;
+    create(
+        &db.admin,
+        "alice",
+        "the left-over screenshot",
+        &[0.0, 0.0, 1.0, 0.0],
+        &format!("metadata => '{{\"images\": [\"{last}\"]}}'"),
+    )
+    .await;
     let erased: serde_json::Value = db
         .admin
         .query_one("SELECT engram.erase_owner(owner => 'alice')", &[])
@@ -541,6 +583,7 @@ async fn memories_hold_references_and_hard_forget_releases_them() {
         .get(0);
     assert_eq!(erased["images"], 1, "{erased}");
     assert_eq!(stored(&db).await, (0, 0));
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
 }
 
 #[test]

@@ -16,9 +16,12 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Largest base64 text a tool takes: 4/3 of engram.image_max_bytes' default
-/// (the database checks the decoded size against the setting itself).
-const MAX_BASE64_BYTES: usize = 10 * 1024 * 1024 / 3 * 4 + 4;
+/// Largest image a tool takes, decoded: engram.image_max_bytes' default
+/// (the database checks the setting itself on put).
+const MAX_IMAGE_BYTES: usize = engram_core::images::DEFAULT_MAX_BYTES as usize;
+
+/// Largest base64 text of that many bytes.
+const MAX_BASE64_BYTES: usize = MAX_IMAGE_BYTES.div_ceil(3) * 4;
 
 /// What a vision tool answers when the server runs without `--vision`.
 pub(crate) const VISION_OFF: &str = "Vision is not enabled on this server. Start engram-mcp with --vision and an \
@@ -91,20 +94,51 @@ pub struct VisionSearchResult {
 /// The bytes of a base64 argument (standard alphabet, padding optional, an
 /// optional `data:...;base64,` prefix, whitespace ignored).
 fn decode_base64(what: &str, text: &str) -> Result<Vec<u8>, String> {
-    if text.len() > MAX_BASE64_BYTES {
-        return Err(format!(
-            "{what} is {} bytes of base64; the limit is {MAX_BASE64_BYTES} (10 MiB decoded). Send a smaller image.",
-            text.len()
-        ));
+    let too_big = |n: usize| {
+        format!(
+            "{what} is {n} bytes of base64; the limit is {MAX_BASE64_BYTES} (10 MiB decoded). Send a smaller image."
+        )
+    };
+    // A cheap bound first, then the exact one on the base64 itself.
+    if text.len() > 2 * MAX_BASE64_BYTES {
+        return Err(too_big(text.len()));
     }
     let body = match text.split_once(";base64,") {
         Some((prefix, rest)) if prefix.starts_with("data:") => rest,
         _ => text,
     };
     let clean: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    if clean.len() > MAX_BASE64_BYTES {
+        return Err(too_big(clean.len()));
+    }
     base64::engine::general_purpose::STANDARD_NO_PAD
         .decode(clean.trim_end_matches('='))
         .map_err(|e| format!("{what} is not base64 ({e}); send the image file's bytes base64-encoded"))
+}
+
+/// A search image gets the checks a stored one gets (type, matching bytes,
+/// size) before any decoder sees it.
+fn search_image(data: &str, mime: Option<&str>) -> Result<Image, String> {
+    let data = decode_base64("image", data)?;
+    let head = &data[..data.len().min(engram_core::images::HEAD_BYTES)];
+    let mime = engram_core::images::check_image(Some(mime.unwrap_or("image/png")), head, data.len(), MAX_IMAGE_BYTES)
+        .map_err(|e| format!("image: {}; {}", e.message, e.hint))?;
+    Ok(Image { mime, data })
+}
+
+/// Text queries go to the embedding service in the same `input` list as
+/// image data URIs; a query that is itself a URI could be fetched or
+/// decoded by a service that accepts URLs, so it is refused.
+fn text_query(q: &str) -> Result<String, String> {
+    let lower = q.trim_start().to_ascii_lowercase();
+    if ["data:", "http://", "https://", "file:", "ftp://"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+    {
+        return Err("query is a description in words; to search by an image, send it base64-encoded in `image`".into());
+    }
+    check_size("query", q, MAX_QUERY_BYTES)?;
+    Ok(q.to_string())
 }
 
 impl Shared {
@@ -209,17 +243,8 @@ impl EngramServer {
             let embedder = self.shared.vision()?;
             let started = Instant::now();
             let vectors = match (a.query.as_deref().map(str::trim), a.image.as_deref()) {
-                (Some(q), None) if !q.is_empty() => {
-                    check_size("query", q, MAX_QUERY_BYTES)?;
-                    embedder.embed_texts(&[q.to_string()]).await
-                }
-                (None, Some(image)) => {
-                    let image = Image {
-                        mime: a.mime.clone().unwrap_or_else(|| "image/png".into()),
-                        data: decode_base64("image", image)?,
-                    };
-                    embedder.embed_images(&[image]).await
-                }
+                (Some(q), None) if !q.is_empty() => embedder.embed_texts(&[text_query(q)?]).await,
+                (None, Some(image)) => embedder.embed_images(&[search_image(image, a.mime.as_deref())?]).await,
                 _ => {
                     return Err("Give exactly one of `query` (a description of the image) or `image` (an image, \
                                 base64) to search by."
@@ -269,7 +294,33 @@ mod tests {
         assert_eq!(decode_base64("d", "aGk").unwrap(), b"hi");
         assert_eq!(decode_base64("d", "data:image/png;base64,aG\nk=").unwrap(), b"hi");
         assert!(decode_base64("d", "not base64!").unwrap_err().contains("base64"));
-        let huge = "A".repeat(MAX_BASE64_BYTES + 1);
+        let huge = "A".repeat(MAX_BASE64_BYTES + 4);
         assert!(decode_base64("d", &huge).unwrap_err().contains("limit"));
+        // a 10 MiB image fits, with its data: prefix and line breaks
+        let wrapped = format!("data:image/png;base64,{}", "AAAA\n".repeat(MAX_BASE64_BYTES / 4));
+        assert_eq!(
+            decode_base64("d", &wrapped).unwrap().len(),
+            MAX_IMAGE_BYTES.div_ceil(3) * 3
+        );
+    }
+
+    #[test]
+    fn search_inputs_are_checked_before_embedding() {
+        use base64::Engine;
+        let png = base64::engine::general_purpose::STANDARD.encode(b"\x89PNG\r\n\x1a\n0000");
+        assert_eq!(search_image(&png, None).unwrap().mime, "image/png");
+        assert!(search_image(&png, Some("image/jpeg"))
+            .unwrap_err()
+            .contains("image/png"));
+        let script = base64::engine::general_purpose::STANDARD.encode(b"#!/bin/sh");
+        assert!(search_image(&script, None).is_err());
+        assert!(text_query("the red error banner").is_ok());
+        for uri in [
+            "http://169.254.169.254/latest",
+            " data:image/png;base64,AAAA",
+            "FILE:///etc/passwd",
+        ] {
+            assert!(text_query(uri).unwrap_err().contains("`image`"), "{uri}");
+        }
     }
 }

@@ -70,8 +70,10 @@ pub fn check_image(mime: Option<&str>, head: &[u8], len: usize, max_bytes: usize
     };
     let mime = normalize_mime(declared);
     let Some((_, matches)) = TYPES.iter().find(|(t, _)| *t == mime) else {
+        // Echoed bounded and escaped: it is the caller's text, bound for logs.
+        let shown: String = declared.chars().take(80).flat_map(char::escape_default).collect();
         return Err(Error::invalid(
-            format!("mime '{declared}' is not an image type engram stores"),
+            format!("mime '{shown}' is not an image type engram stores"),
             format!(
                 "send one of {} (convert other formats first)",
                 accepted_types().join(", ")
@@ -154,6 +156,8 @@ pub fn referenced(metadata: &serde_json::Value) -> Result<Vec<String>> {
             out.push(sha);
         }
     }
+    // Sorted: every writer takes the images' row locks in one order.
+    out.sort();
     Ok(out)
 }
 
@@ -170,6 +174,7 @@ pub fn referenced_leniently(metadata: &serde_json::Value) -> Vec<String> {
             }
         }
     }
+    out.sort();
     out
 }
 
@@ -207,7 +212,8 @@ mod tests {
 
     #[test]
     fn refusals_say_what_to_do() {
-        let e = check_image(Some("text/html"), PNG, 10, MAX).unwrap_err();
+        let e = check_image(Some(&format!("text/html\n{}", "x".repeat(500))), PNG, 10, MAX).unwrap_err();
+        assert!(e.message.len() < 200 && !e.message.contains('\n'), "{e}");
         assert_eq!(e.sqlstate, Sqlstate::InvalidParameterValue);
         assert!(e.hint.contains("image/png"), "{e}");
         let e = check_image(Some("image/svg+xml"), b"<svg", 10, MAX).unwrap_err();
@@ -245,8 +251,9 @@ mod tests {
         let b = "B".repeat(64);
         assert!(referenced(&json!({})).unwrap().is_empty());
         assert_eq!(
-            referenced(&json!({"images": [a, b, a.to_uppercase()]})).unwrap(),
-            vec!["a".repeat(64), "b".repeat(64)]
+            referenced(&json!({"images": [b, a, a.to_uppercase()]})).unwrap(),
+            vec!["a".repeat(64), "b".repeat(64)],
+            "distinct and sorted"
         );
         assert!(referenced(&json!({"images": "x"})).is_err());
         assert!(referenced(&json!({"images": ["x"]}))

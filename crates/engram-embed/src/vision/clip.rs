@@ -59,7 +59,21 @@ const MAX_ASPECT: u32 = 8;
 pub struct ClipEmbedder {
     inner: Arc<Model>,
     name: String,
+    /// Model runs at once: each holds decoded pixels and activations, so an
+    /// unbounded number (one per concurrent call) could exhaust memory.
+    running: Arc<tokio::sync::Semaphore>,
 }
+
+/// Model runs at once (see `ClipEmbedder::running`).
+const RUNS_AT_ONCE: usize = 2;
+
+/// Largest width or height decoded; larger images are refused before their
+/// pixels are allocated (a screenshot of a 4K screen is 3840 wide).
+const MAX_SIDE: u32 = 8192;
+
+/// Most bytes one decode may allocate (an 8-bit RGBA image of about
+/// 5,800 x 5,800 pixels); a small file claiming huge dimensions is refused.
+const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
 
 struct Model {
     clip: ClipModel,
@@ -265,6 +279,7 @@ impl ClipEmbedder {
                 device,
             }),
             name: format!("clip:{name}"),
+            running: Arc::new(tokio::sync::Semaphore::new(RUNS_AT_ONCE)),
         })
     }
 
@@ -371,12 +386,17 @@ fn decode(image: &Image) -> Result<image::DynamicImage, String> {
             None => return Err("not a PNG, JPEG, GIF, WebP or BMP image".into()),
         }
     }
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    reader.limits(limits);
     reader.decode().map_err(|e| e.to_string())
 }
 
 /// An image as the model's `3 x size x size` input, channel-major (CHW).
 pub(crate) fn preprocess(image: &Image, size: u32) -> Result<Vec<f32>, String> {
-    let rgb = decode(image)?.to_rgb8();
+    let rgb = decode(image)?.into_rgb8();
     let (width, height) = rgb.dimensions();
     if width == 0 || height == 0 {
         return Err("the image has no pixels".into());
@@ -478,10 +498,20 @@ impl ImageEmbedder for ClipEmbedder {
     }
 
     async fn embed_images(&self, images: &[Image]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _run = self
+            .running
+            .acquire()
+            .await
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
         crate::off_thread(&self.inner, images, |m, i| m.embed_images(i)).await
     }
 
     async fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _run = self
+            .running
+            .acquire()
+            .await
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
         crate::off_thread(&self.inner, texts, |m, t| m.embed_texts(t)).await
     }
 }
@@ -489,6 +519,22 @@ impl ImageEmbedder for ClipEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_beyond_the_decode_limits_are_refused_before_allocating() {
+        // A 9000 x 1 PNG is a few hundred bytes; its width alone is refused.
+        let mut png = Vec::new();
+        image::RgbImage::new(MAX_SIDE + 808, 1)
+            .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        assert!(png.len() < 10_000, "{}", png.len());
+        let wide = Image {
+            mime: "image/png".into(),
+            data: png,
+        };
+        let e = preprocess(&wide, 32).unwrap_err();
+        assert!(e.to_lowercase().contains("limit"), "{e}");
+    }
 
     #[test]
     fn shorter_side_is_scaled_and_longer_rounded_down() {
