@@ -1151,7 +1151,13 @@ BEGIN
          author_type, importance, trust_score)
     SELECT v_id, v_owner, v_kind, consolidate.internal_type, consolidate.content,
            sha256(convert_to(consolidate.content, 'UTF8'::name)), v_key, v_tags,
-           jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids)), consolidate.embedding,
+           -- The sources' images move to the merged memory, which holds
+           -- them once the archived sources are purged.
+           jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids))
+           || coalesce((SELECT jsonb_build_object('images', jsonb_agg(DISTINCT x.sha ORDER BY x.sha))
+                        FROM unnest(v_src) src, unnest(engram._image_refs(src.metadata, false)) AS x(sha)
+                        HAVING count(*) > 0), '{}'),
+           consolidate.embedding,
            v_author, max(s.importance), engram._trust_of(v_author, now(), 0, 0)
     FROM unnest(v_src) s;
     PERFORM engram._audit(v_owner, 'consolidate', v_id, jsonb_build_object('from', to_jsonb(consolidate.ids)));

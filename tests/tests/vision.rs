@@ -565,6 +565,57 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
         .get(0);
     assert_eq!(imported, "created");
     assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
+    // consolidate moves the sources' images to the merged memory.
+    let diagram = put(&db.admin, "alice", &png("architecture diagram"), None).await;
+    let a = create(
+        &db.admin,
+        "alice",
+        "the diagram shows three services",
+        &[0.0, 0.0, 0.0, 1.0],
+        &format!("metadata => '{{\"images\": [\"{diagram}\"]}}'"),
+    )
+    .await;
+    let b = create(
+        &db.admin,
+        "alice",
+        "the services talk over gRPC",
+        &[0.0, 0.0, 0.7, 0.7],
+        "",
+    )
+    .await;
+    let merged: Uuid = db
+        .admin
+        .query_one(
+            "SELECT engram.consolidate(owner => 'alice', ids => ARRAY[$1, $2]::uuid[],
+                                       content => 'three services, talking over gRPC (see the diagram)')",
+            &[&a, &b],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let images: serde_json::Value = db
+        .admin
+        .query_one(
+            "SELECT metadata -> 'images' FROM engram.memories WHERE id = $1",
+            &[&merged],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(images, serde_json::json!([diagram]));
+    db.admin
+        .execute(
+            "SELECT engram.image_release(owner => 'alice', sha256 => $1)",
+            &[&diagram],
+        )
+        .await
+        .unwrap();
+    forget(&db, a, true).await;
+    assert_eq!(
+        kept(&db, &diagram).await,
+        Some((0, 1)),
+        "the merged memory holds it now"
+    );
     // erase_owner takes the rest.
     let last = put(&db.admin, "alice", &png("left over"), None).await;
     create(
@@ -581,7 +632,7 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(erased["images"], 1, "{erased}");
+    assert_eq!(erased["images"], 1, "the left-over, which a put kept past its memory: {erased}");
     assert_eq!(stored(&db).await, (0, 0));
     assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
 }
