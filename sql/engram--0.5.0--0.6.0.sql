@@ -4,11 +4,12 @@
 -- owner by sha256 (engram.images, their bytes in engram.image_data), kept
 -- by image_put references and by the memories that name them in
 -- metadata.images (engram.image_holds, derived by triggers on
--- engram.memories), their embeddings in a separate 512-dimension column;
+-- engram.memories), their 512-dimension embeddings in
+-- engram.image_embeddings;
 -- image_put / image_release / image_get / vision_embed / vision_search /
 -- image_backlog, configure(image_dims => ...), the engram.image_max_bytes
 -- setting.
--- Three new, empty tables; no existing row changes. Memories written before
+-- Four new, empty tables; no existing row changes. Memories written before
 -- 0.6.0 hold no images: the holds are derived from metadata written from
 -- now on (the triggers skip ids of images the owner does not hold, so an
 -- old "images" key blocks nothing).
@@ -60,31 +61,24 @@ $$;
 -- engram.image_put calls not yet given back by engram.image_release, and
 -- engram.image_holds lists the memories whose metadata names the image
 -- ({"images": ["<sha256>"]}). When neither is left, the row goes, and with
--- it the bytes (image_data, by foreign key) and the embedding, in the same
--- transaction (engram._image_settle in api.sql).
--- Bytes live apart from the vectors so that an exact vision search scans
--- small rows; the embedding is stored PLAIN (never compressed or moved out
--- of line), which is what keeps that scan cheap at 512 dimensions and
--- bounds engram.configure(image_dims => ...) to 1536.
+-- it the bytes (image_data) and the embedding (image_embeddings), by
+-- foreign key, in the same transaction (engram._image_settle in api.sql).
 CREATE TABLE engram.images (
-    owner           text NOT NULL CHECK (owner <> ''),
-    sha256          text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
-    mime            text NOT NULL,
-    bytes           integer NOT NULL CHECK (bytes > 0),
-    refs            integer NOT NULL CHECK (refs >= 0),
+    owner       text NOT NULL CHECK (owner <> ''),
+    sha256      text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    mime        text NOT NULL,
+    bytes       integer NOT NULL CHECK (bytes > 0),
+    refs        integer NOT NULL CHECK (refs >= 0),
     -- the session of the first put; vision_search filters on it
-    session_id      text,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    updated_at      timestamptz NOT NULL DEFAULT now(),
-    embedding       vector(512),
-    embedding_model text,
-    embedded_at     timestamptz,
+    session_id  text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    -- when engram.vision_embed last stored its embedding
+    embedded_at timestamptz,
     PRIMARY KEY (owner, sha256)
 );
-ALTER TABLE engram.images ALTER COLUMN embedding SET STORAGE PLAIN;
-CREATE INDEX images_session ON engram.images (owner, session_id, created_at);
 -- What engram-mcp embeds next (engram.image_backlog).
-CREATE INDEX images_backlog ON engram.images (owner, created_at) WHERE embedding IS NULL;
+CREATE INDEX images_backlog ON engram.images (owner, created_at) WHERE embedded_at IS NULL;
 
 -- The bytes of each image. Already compressed formats: stored out of line
 -- without another compression pass.
@@ -96,6 +90,26 @@ CREATE TABLE engram.image_data (
     FOREIGN KEY (owner, sha256) REFERENCES engram.images (owner, sha256) ON DELETE CASCADE
 );
 ALTER TABLE engram.image_data ALTER COLUMN data SET STORAGE EXTERNAL;
+
+-- The embedding of each image, what an exact vision search scans. A table
+-- of its own, written once per image (an image row that grew by 2 KiB when
+-- embedded would leave the scanned pages half empty), with the image's
+-- session and time copied in (neither ever changes) so that a search reads
+-- nothing else. Stored PLAIN, never compressed or moved out of line: that
+-- keeps a 512-dimension row at 3 per page, and bounds
+-- engram.configure(image_dims => ...) to 1536.
+CREATE TABLE engram.image_embeddings (
+    owner      text NOT NULL,
+    sha256     text NOT NULL,
+    session_id text,
+    created_at timestamptz NOT NULL,
+    model      text NOT NULL,
+    embedding  vector(512) NOT NULL,
+    PRIMARY KEY (owner, sha256),
+    FOREIGN KEY (owner, sha256) REFERENCES engram.images (owner, sha256) ON DELETE CASCADE
+);
+ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+CREATE INDEX image_embeddings_session ON engram.image_embeddings (owner, session_id);
 
 -- Which memory holds which image: derived from the memories' metadata by
 -- triggers (api.sql), so it is not dumped; a restore rebuilds it as the
@@ -112,8 +126,10 @@ CREATE INDEX image_holds_image ON engram.image_holds (owner, sha256);
 
 SELECT pg_catalog.pg_extension_config_dump('engram.images', '');
 SELECT pg_catalog.pg_extension_config_dump('engram.image_data', '');
+SELECT pg_catalog.pg_extension_config_dump('engram.image_embeddings', '');
 ALTER TABLE engram.images ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.image_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_holds ENABLE ROW LEVEL SECURITY;
 
 -- 3. Rust functions new in 0.6.0.

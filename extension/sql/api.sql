@@ -738,14 +738,14 @@ BEGIN
             RAISE EXCEPTION 'image_dims % is above 1536; image embeddings are stored uncompressed in the row, which leaves room for 1536 dimensions (CLIP models use 512 to 1024)', configure.image_dims
                 USING ERRCODE = '22023';
         END IF;
-        SELECT count(*) INTO v_stored FROM engram.images i WHERE i.embedding IS NOT NULL;
+        SELECT count(*) INTO v_stored FROM engram.image_embeddings e;
         IF v_stored > 0 THEN
             RAISE EXCEPTION '% images hold % -dimension embeddings; the image dimension can change only while none do (release those images first)', v_stored, v_current
                 USING ERRCODE = '55000';
         END IF;
-        EXECUTE format('ALTER TABLE engram.images ALTER COLUMN embedding TYPE vector(%s)', configure.image_dims);
+        EXECUTE format('ALTER TABLE engram.image_embeddings ALTER COLUMN embedding TYPE vector(%s)', configure.image_dims);
         -- ALTER COLUMN TYPE takes the type's storage; keep the rows compact.
-        ALTER TABLE engram.images ALTER COLUMN embedding SET STORAGE PLAIN;
+        ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('image_dims', configure.image_dims, 'previous', v_current));
     END IF;
@@ -1791,6 +1791,7 @@ BEGIN
     -- Images only the erased memories held went with them
     -- (image_refs_delete); these are the rest, bytes and embeddings included.
     DELETE FROM engram.image_holds h WHERE h.owner = v_owner;
+    DELETE FROM engram.image_embeddings e WHERE e.owner = v_owner;
     DELETE FROM engram.image_data d WHERE d.owner = v_owner;
     DELETE FROM engram.images i WHERE i.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -3603,13 +3604,13 @@ $fn$;
 -- vision memories: images by content hash, CLIP embeddings (SPEC 11)
 ---------------------------------------------------------------------------
 
--- The dimension of image embeddings: the typmod of images.embedding
+-- The dimension of image embeddings: the typmod of image_embeddings.embedding
 -- (engram.configure(image_dims => ...)).
 CREATE FUNCTION engram._image_dims() RETURNS integer
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     RETURN (SELECT a.atttypmod FROM pg_catalog.pg_attribute a
-            WHERE a.attrelid = 'engram.images'::regclass AND a.attname = 'embedding');
+            WHERE a.attrelid = 'engram.image_embeddings'::regclass AND a.attname = 'embedding');
 END
 $fn$;
 
@@ -3687,8 +3688,8 @@ END
 $fn$;
 
 -- Erases the owner's image `p_sha` when nothing keeps it: no put
--- reference left and no memory holding it. The bytes go with the row
--- (foreign key), the embedding is in it. Returns the references left
+-- reference left and no memory holding it. The bytes and the embedding
+-- go with the row (foreign keys). Returns the references left
 -- (puts plus holding memories); NULL when the owner has no such image.
 CREATE FUNCTION engram._image_settle(p_owner text, p_sha text) RETURNS integer
 LANGUAGE plpgsql AS $fn$
@@ -3864,16 +3865,19 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(vision_embed.owner, NULL, NULL, true);
     v_sha   text := engram._image_id(vision_embed.sha256);
+    r       engram.images;
 BEGIN
     PERFORM engram._check_image_vector(vision_embed.embedding, 'embedding');
     IF vision_embed.model IS NULL OR btrim(vision_embed.model) = '' OR octet_length(vision_embed.model) > 200 THEN
         RAISE EXCEPTION 'model is required: the name of the image model that computed the embedding (1 to 200 bytes)'
             USING ERRCODE = '22004';
     END IF;
-    PERFORM engram._locate_image(v_owner, v_sha, true);
-    UPDATE engram.images AS i SET embedding = vision_embed.embedding, embedding_model = vision_embed.model,
-                                  embedded_at = now(), updated_at = now()
-    WHERE i.owner = v_owner AND i.sha256 = v_sha;
+    r := engram._locate_image(v_owner, v_sha, true);
+    INSERT INTO engram.image_embeddings AS e (owner, sha256, session_id, created_at, model, embedding)
+    VALUES (v_owner, v_sha, r.session_id, r.created_at, vision_embed.model, vision_embed.embedding)
+    ON CONFLICT ON CONSTRAINT image_embeddings_pkey
+    DO UPDATE SET model = EXCLUDED.model, embedding = EXCLUDED.embedding;
+    UPDATE engram.images AS i SET embedded_at = now() WHERE i.owner = v_owner AND i.sha256 = v_sha;
     PERFORM engram._audit(v_owner, 'vision_embed', NULL, jsonb_build_object('sha256', v_sha, 'model', vision_embed.model));
     RETURN true;
 END
@@ -3898,11 +3902,11 @@ DECLARE
 BEGIN
     PERFORM engram._check_image_vector(vision_search.query_embedding, 'query_embedding');
     RETURN QUERY
-    SELECT i.sha256, (1 - (i.embedding <=> vision_search.query_embedding))::real, i.session_id, i.created_at
-    FROM engram.images i
-    WHERE i.owner = v_owner AND i.embedding IS NOT NULL
-      AND (vision_search.session_id IS NULL OR i.session_id = vision_search.session_id)
-    ORDER BY i.embedding <=> vision_search.query_embedding, i.sha256
+    SELECT e.sha256, (1 - (e.embedding <=> vision_search.query_embedding))::real, e.session_id, e.created_at
+    FROM engram.image_embeddings e
+    WHERE e.owner = v_owner
+      AND (vision_search.session_id IS NULL OR e.session_id = vision_search.session_id)
+    ORDER BY e.embedding <=> vision_search.query_embedding, e.sha256
     LIMIT engram._vision_k(vision_search.k);
 END
 $fn$;
@@ -3919,7 +3923,7 @@ BEGIN
     RETURN QUERY
     SELECT i.sha256, i.mime, d.data
     FROM engram.images i JOIN engram.image_data d ON d.owner = i.owner AND d.sha256 = i.sha256
-    WHERE i.owner = v_owner AND i.embedding IS NULL AND i.sha256 <> ALL (coalesce(image_backlog.skip, '{}'))
+    WHERE i.owner = v_owner AND i.embedded_at IS NULL AND i.sha256 <> ALL (coalesce(image_backlog.skip, '{}'))
     ORDER BY i.created_at, i.sha256
     LIMIT least(greatest(coalesce(image_backlog.lim, 8), 1), 32);
 END
@@ -3940,7 +3944,7 @@ GRANT USAGE ON SCHEMA engram TO engram_agent;
 GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
                engram.ghost_settings, engram.grants, engram.publications, engram.slots,
                engram.workspaces, engram.states, engram.events, engram.misses,
-               engram.images, engram.image_data TO engram_agent;
+               engram.images, engram.image_data, engram.image_embeddings TO engram_agent;
 CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
@@ -3955,6 +3959,7 @@ CREATE POLICY owner_isolation ON engram.events FOR SELECT TO engram_agent USING 
 CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.images FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.image_data FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.image_embeddings FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer) FROM PUBLIC;

@@ -64,7 +64,9 @@ async fn populate(db: &TestDb, owner: &str, other: &str) {
              SELECT engram.create_token(owner => '{owner}', label => 'laptop');
              SELECT engram.remember(owner => '{owner}', content => '{owner}''s screenshot', metadata => jsonb_build_object(
                  'images', jsonb_build_array(engram.image_put(owner => '{owner}', data => '\\x89504e470d0a1a0a00'::bytea,
-                                                              mime => 'image/png'))));"
+                                                              mime => 'image/png'))));
+             SELECT engram.vision_embed(owner => '{owner}', sha256 => encode(sha256('\\x89504e470d0a1a0a00'::bytea), 'hex'),
+                                        embedding => array_fill(0.1::real, ARRAY[512])::vector, model => 'test');"
         ))
         .await
         .unwrap_or_else(|e| panic!("populate {owner}: {e:?}"));

@@ -126,6 +126,7 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
         .get(0);
     assert_eq!(left, 0);
     assert_eq!(stored(&db).await, (0, 0), "the last release erases the bytes");
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.image_embeddings").await, 0);
     assert!(
         search(&db.admin, "alice", &axis(DIMS, 0, 0.0), 10, None)
             .await
@@ -253,7 +254,7 @@ async fn refusals_change_nothing() {
         "refusals write no audit rows"
     );
     assert_eq!(after_put, before + 1);
-    let embedded = count(&db, "SELECT count(*) FROM engram.images WHERE embedding IS NOT NULL").await;
+    let embedded = count(&db, "SELECT count(*) FROM engram.image_embeddings").await;
     assert_eq!(embedded, 0);
     // The dimension changes only while no image holds an embedding.
     embed(&db.admin, "alice", &sha, &axis(DIMS, 1, 0.0)).await;
@@ -274,7 +275,7 @@ async fn restricted_role_sees_and_touches_only_its_own_images() {
 
     let alice = db.agent("alice").await;
     // Raw reads: RLS hides bob's rows, bytes included.
-    for table in ["engram.images", "engram.image_data"] {
+    for table in ["engram.images", "engram.image_data", "engram.image_embeddings"] {
         let n: i64 = alice
             .query_one(&format!("SELECT count(*) FROM {table}"), &[])
             .await
@@ -304,6 +305,8 @@ async fn restricted_role_sees_and_touches_only_its_own_images() {
         "DELETE FROM engram.images",
         "UPDATE engram.images SET refs = 100",
         "DELETE FROM engram.image_data",
+        "DELETE FROM engram.image_embeddings",
+        "SELECT * FROM engram.image_holds",
         "SET engram.image_max_bytes = 1000000000",
     ] {
         let (code, msg) = sqlstate(alice.execute(sql, &[]).await);
@@ -632,7 +635,10 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(erased["images"], 1, "the left-over, which a put kept past its memory: {erased}");
+    assert_eq!(
+        erased["images"], 1,
+        "the left-over, which a put kept past its memory: {erased}"
+    );
     assert_eq!(stored(&db).await, (0, 0));
     assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
 }
