@@ -101,6 +101,17 @@ async fn update_keeping(old: &Client, snapshot: &str) {
     assert_same_catalog_as_a_fresh_install(old).await;
 }
 
+/// The restricted role in an open transaction bound with the token an
+/// older `version` issued (it must still bind after the update).
+async fn bound_app(db: &str, token: &str, version: &str) -> Client {
+    let app = connect_as(db, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .unwrap_or_else(|e| panic!("the {version} token does not bind: {e}"));
+    app
+}
+
 /// Fails, listing the lines that differ, when `upgraded`'s catalog is not a
 /// fresh install's.
 async fn assert_same_catalog_as_a_fresh_install(upgraded: &Client) {
@@ -170,11 +181,7 @@ async fn upgrade_from_0_1_0_keeps_data_and_equals_a_fresh_install() {
 
     // And it works: the 0.1.0 token binds, the old rows are found, the
     // ghost memory stays in its scope.
-    let app = connect_as(&name, "engram_app").await;
-    app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token])
-        .await
-        .expect("0.1.0 token binds");
+    let app = bound_app(&name, &token, "0.1.0").await;
     let found: Vec<Uuid> = app
         .query("SELECT id FROM engram.search(query_text => 'oolong')", &[])
         .await
@@ -246,11 +253,7 @@ async fn upgrade_from_0_2_0_keeps_data_and_equals_a_fresh_install() {
     update_keeping(&old, snapshot).await;
 
     // The 0.2.0 token binds and the new functions work on the old data.
-    let app = connect_as(&name, "engram_app").await;
-    app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token])
-        .await
-        .expect("0.2.0 token binds");
+    let app = bound_app(&name, &token, "0.2.0").await;
     app.query_one("SELECT engram.workspace_create(name => 'api')", &[])
         .await
         .unwrap();
@@ -369,11 +372,7 @@ async fn upgrade_from_0_3_0_builds_the_scope_lists_and_equals_a_fresh_install() 
     assert_eq!(sizes, entries);
 
     // Scoped searches of the 0.3.0 rows go through them, bound by the 0.3.0 token.
-    let app = connect_as(&name, "engram_app").await;
-    app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token])
-        .await
-        .expect("0.3.0 token binds");
+    let app = bound_app(&name, &token, "0.3.0").await;
     let found: Vec<Uuid> = column(
         &app,
         "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
@@ -441,11 +440,7 @@ async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
 
     // Searches of the 0.4.0 rows, bound by the 0.4.0 token: through the
     // home list, and through the HNSW walk (the list path turned off).
-    let app = connect_as(&name, "engram_app").await;
-    app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token])
-        .await
-        .expect("0.4.0 token binds");
+    let app = bound_app(&name, &token, "0.4.0").await;
     let ids = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>();
     let home = app
         .query(
@@ -534,11 +529,7 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
     update_keeping(&old, snapshot).await;
 
     // Vision works on the upgraded database, for the 0.5.0 token's owner.
-    let app = connect_as(&name, "engram_app").await;
-    app.batch_execute("BEGIN").await.unwrap();
-    app.query_one("SELECT engram.bind($1)", &[&token])
-        .await
-        .expect("0.5.0 token binds");
+    let app = bound_app(&name, &token, "0.5.0").await;
     let png = b"\x89PNG\r\n\x1a\n upgraded".to_vec();
     let sha: String = app
         .query_one("SELECT engram.image_put(data => $1, mime => 'image/png')", &[&png])

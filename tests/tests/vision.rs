@@ -66,6 +66,16 @@ async fn search(c: &impl Sql, owner: &str, q: &[f32], k: i32, session: Option<&s
     .collect()
 }
 
+/// Gives back one put reference; the references left.
+async fn release(c: &impl Sql, owner: &str, sha: &str) -> Result<i32, tokio_postgres::Error> {
+    c.query_one(
+        "SELECT engram.image_release(owner => $1, sha256 => $2)",
+        &[&owner, &sha],
+    )
+    .await
+    .map(|r| r.get(0))
+}
+
 /// Row counts of both image tables (as the admin: RLS hides nothing).
 async fn stored(db: &TestDb) -> (i64, i64) {
     (
@@ -108,22 +118,12 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
         .get(0);
     assert_eq!(got, data, "image_get returns the bytes (ids in any case)");
 
-    let left: i32 = db
-        .admin
-        .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[&sha])
-        .await
-        .unwrap()
-        .get(0);
+    let left = release(&db.admin, "alice", &sha).await.unwrap();
     assert_eq!(left, 1);
     assert_eq!(stored(&db).await, (1, 1), "one release keeps the image");
     assert_eq!(search(&db.admin, "alice", &axis(DIMS, 0, 0.0), 10, None).await.len(), 1);
 
-    let left: i32 = db
-        .admin
-        .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[&sha])
-        .await
-        .unwrap()
-        .get(0);
+    let left = release(&db.admin, "alice", &sha).await.unwrap();
     assert_eq!(left, 0);
     assert_eq!(stored(&db).await, (0, 0), "the last release erases the bytes");
     assert_eq!(count(&db, "SELECT count(*) FROM engram.image_embeddings").await, 0);
@@ -139,11 +139,7 @@ async fn references_are_counted_and_the_last_release_erases_bytes_and_embedding(
             .await,
     );
     assert_eq!(code, "P0002", "{msg}");
-    let (code, _) = sqlstate(
-        db.admin
-            .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[&sha])
-            .await,
-    );
+    let (code, _) = sqlstate(release(&db.admin, "alice", &sha).await);
     assert_eq!(code, "P0002");
     // Every change is audited, by id and never with the bytes.
     let actions: Vec<String> = column(
@@ -478,19 +474,10 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
     // The agent gives back its puts: the memories keep the images, and a
     // memory's hold is not the caller's to release.
     for (sha, left) in [(&shot, 2), (&other, 1)] {
-        let n: i32 = db
-            .admin
-            .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[sha])
-            .await
-            .unwrap()
-            .get(0);
+        let n = release(&db.admin, "alice", sha).await.unwrap();
         assert_eq!(n, left, "references left: the holding memories");
     }
-    let (code, msg) = sqlstate(
-        db.admin
-            .query_one("SELECT engram.image_release(owner => 'alice', sha256 => $1)", &[&shot])
-            .await,
-    );
+    let (code, msg) = sqlstate(release(&db.admin, "alice", &shot).await);
     assert_eq!(code, "55000", "{msg}");
     assert!(msg.contains("hard => true"), "{msg}");
     assert_eq!(kept(&db, &shot).await, Some((0, 2)));
@@ -606,13 +593,7 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
         .unwrap()
         .get(0);
     assert_eq!(images, serde_json::json!([diagram]));
-    db.admin
-        .execute(
-            "SELECT engram.image_release(owner => 'alice', sha256 => $1)",
-            &[&diagram],
-        )
-        .await
-        .unwrap();
+    release(&db.admin, "alice", &diagram).await.unwrap();
     forget(&db, a, true).await;
     assert_eq!(
         kept(&db, &diagram).await,
