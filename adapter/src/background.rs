@@ -396,13 +396,14 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
                     }
                 }
             }
-            // All failed: the embedder is down or overloaded, not refusing
-            // these images. They stay in the backlog for a later round.
-            if failed.len() == images.len() {
-                return Err(format!("the image embedder failed every image: {batch_error}"));
+            // All failed: either the embedder is down (they wait in the
+            // backlog for a later round) or these images are bad (they must
+            // not hold up the owner's newer ones). A text tells which.
+            if failed.len() == images.len() && vision.embed_texts(&["engram probe".to_string()]).await.is_err() {
+                return Err(format!("the image embedder is not answering: {batch_error}"));
             }
-            // Some passed: the others are refused for what they are, and
-            // skipped by this process from now on.
+            // The embedder works: the failed images are refused for what
+            // they are, and skipped by this process from now on.
             let mut refused = shared.background.refused.lock().unwrap_or_else(|p| p.into_inner());
             let list = refused.entry(c.owner.clone()).or_default();
             for (sha, e) in failed {

@@ -180,10 +180,12 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     let probe = embedder.embed(&["engram start-up check".to_string()]).await?;
     engram_embed::check_dims(&probe, dims as usize)?;
     let vision = if args.vision {
-        let image_dims = db
-            .image_dims()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot read the image dimension: {e}"))?;
+        let image_dims = db.image_dims().await.map_err(|e| {
+            anyhow::anyhow!(
+                "--vision needs engram 0.6.0 or later in the database (ALTER EXTENSION engram UPDATE); \
+                     reading the image dimension failed: {e}"
+            )
+        })?;
         let vision = build_image_embedder(args, image_dims as usize)?.context("--vision without an image embedder")?;
         if vision.dims() != image_dims as usize {
             bail!(

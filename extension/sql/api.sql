@@ -802,9 +802,6 @@ BEGIN
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
         octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
     PERFORM engram._check_vector(remember.embedding, 'embedding');
-    IF v_metadata ? 'images' THEN
-        PERFORM engram._check_image_refs(v_owner, v_metadata);
-    END IF;
     IF remember.ttl IS NOT NULL AND remember.ttl <= interval '0' THEN
         RAISE EXCEPTION 'ttl % is not positive; pass a positive interval such as ''30 days'', or NULL to keep the memory', remember.ttl
             USING ERRCODE = '22023';
@@ -816,6 +813,11 @@ BEGIN
     PERFORM engram._check_access_level(remember.access_level);
 
     PERFORM engram._lock_owner(v_owner);
+    -- Under the owner's lock, and locking the images named: a release or a
+    -- forget cannot erase them between this check and the write.
+    IF v_metadata ? 'images' THEN
+        PERFORM engram._check_image_refs(v_owner, v_metadata);
+    END IF;
     v_scope := engram._scope_of(v_tags);
     v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
 
@@ -1154,8 +1156,11 @@ BEGIN
            -- The sources' images move to the merged memory, which holds
            -- them once the archived sources are purged.
            jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids))
-           || coalesce((SELECT jsonb_build_object('images', jsonb_agg(DISTINCT x.sha ORDER BY x.sha))
-                        FROM unnest(v_src) src, unnest(engram._image_refs(src.metadata, false)) AS x(sha)
+           -- (at most 32, the limit of one memory).
+           || coalesce((SELECT jsonb_build_object('images', jsonb_agg(y.sha ORDER BY y.sha))
+                        FROM (SELECT DISTINCT x.sha
+                              FROM unnest(v_src) src, unnest(engram._image_refs(src.metadata, false)) AS x(sha)
+                              ORDER BY x.sha LIMIT 32) y
                         HAVING count(*) > 0), '{}'),
            consolidate.embedding,
            v_author, max(s.importance), engram._trust_of(v_author, now(), 0, 0)
@@ -3651,17 +3656,22 @@ END
 $fn$;
 
 -- Refuses metadata whose "images" names anything but images the owner
--- holds (22023, changing nothing). remember and update call it before they
--- write; the triggers below are lenient, so that a restore or an import
+-- holds (22023, changing nothing). remember and update call it under the
+-- owner's lock, before they write; the triggers below are lenient, so that a restore or an import
 -- never fails on an image that is not there (it is simply not held).
 CREATE FUNCTION engram._check_image_refs(p_owner text, p_metadata jsonb) RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
     v_missing text;
 BEGIN
     IF p_metadata IS NULL OR NOT p_metadata ? 'images' THEN
         RETURN;
     END IF;
+    -- KEY SHARE locks until commit: an erase (engram._image_settle) waits,
+    -- then sees this transaction's hold; one that went first leaves no row.
+    PERFORM 1 FROM engram.images i
+    WHERE i.owner = p_owner AND i.sha256 = ANY (engram._image_refs(p_metadata, true))
+    ORDER BY i.sha256 FOR KEY SHARE;
     SELECT x.sha INTO v_missing FROM unnest(engram._image_refs(p_metadata, true)) AS x(sha)
     WHERE NOT EXISTS (SELECT 1 FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = x.sha)
     LIMIT 1;
@@ -3718,7 +3728,8 @@ $fn$;
 -- screenshot erases it. Derived data, kept leniently: ids of images the
 -- owner does not hold are skipped (engram._check_image_refs refuses them
 -- in remember and update, before anything is written). Ids are handled in
--- sorted order, so two transactions lock images in the same order.
+-- sorted order, so two transactions lock images in the same order (up to
+-- the order in which a statement deletes several memories).
 -- Row triggers whose WHEN clause is checked without calling a function:
 -- memories that name no images pay nothing.
 CREATE FUNCTION engram._image_refs_inserted() RETURNS trigger
@@ -3744,10 +3755,12 @@ BEGIN
     JOIN engram.images i ON i.owner = NEW.owner AND i.sha256 = x.sha
     ON CONFLICT DO NOTHING;
     FOR v_sha IN
-        DELETE FROM engram.image_holds h
-        WHERE h.owner = OLD.owner AND h.memory_id = OLD.id
-          AND h.sha256 <> ALL (engram._image_refs(NEW.metadata, false))
-        RETURNING h.sha256
+        WITH gone AS (
+            DELETE FROM engram.image_holds h
+            WHERE h.owner = OLD.owner AND h.memory_id = OLD.id
+              AND h.sha256 <> ALL (engram._image_refs(NEW.metadata, false))
+            RETURNING h.sha256)
+        SELECT g.sha256 FROM gone g ORDER BY g.sha256
     LOOP
         PERFORM engram._image_settle(OLD.owner, v_sha);
     END LOOP;
@@ -3761,7 +3774,9 @@ DECLARE
     v_sha text;
 BEGIN
     FOR v_sha IN
-        DELETE FROM engram.image_holds h WHERE h.owner = OLD.owner AND h.memory_id = OLD.id RETURNING h.sha256
+        WITH gone AS (
+            DELETE FROM engram.image_holds h WHERE h.owner = OLD.owner AND h.memory_id = OLD.id RETURNING h.sha256)
+        SELECT g.sha256 FROM gone g ORDER BY g.sha256
     LOOP
         PERFORM engram._image_settle(OLD.owner, v_sha);
     END LOOP;
@@ -3769,6 +3784,49 @@ BEGIN
 END
 $fn$;
 
+-- TRUNCATE of the memories (a DBA's): no memory holds anything any more.
+CREATE FUNCTION engram._image_refs_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram.rebuild_image_holds();
+    RETURN NULL;
+END
+$fn$;
+
+-- Rebuilds engram.image_holds from the memories' metadata and erases the
+-- images nothing keeps any more (no put reference, no memory). For DBAs:
+-- after a restore that loaded memories before images (pg_restore -j, or
+-- --disable-triggers), or any doubt; the TRUNCATE trigger runs it too.
+-- Returns the holds and the images erased.
+CREATE FUNCTION engram.rebuild_image_holds() RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_holds  bigint;
+    v_erased bigint;
+BEGIN
+    PERFORM engram._check_planted();
+    PERFORM 1 FROM engram.images i ORDER BY i.owner, i.sha256 FOR UPDATE;
+    DELETE FROM engram.image_holds;
+    INSERT INTO engram.image_holds (owner, memory_id, sha256)
+    SELECT DISTINCT m.owner, m.id, i.sha256
+    FROM engram.memories m, unnest(engram._image_refs(m.metadata, false)) AS x(sha)
+    JOIN engram.images i ON i.sha256 = x.sha
+    WHERE m.metadata ? 'images' AND i.owner = m.owner;
+    GET DIAGNOSTICS v_holds = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM engram.images i
+        WHERE i.refs = 0 AND NOT EXISTS (SELECT 1 FROM engram.image_holds h
+                                         WHERE h.owner = i.owner AND h.sha256 = i.sha256)
+        RETURNING i.owner, i.sha256)
+    SELECT count(*) INTO v_erased FROM gone;
+    PERFORM engram._audit(NULL, 'rebuild_image_holds', NULL,
+        jsonb_build_object('holds', v_holds, 'images_erased', v_erased));
+    RETURN jsonb_build_object('holds', v_holds, 'images_erased', v_erased);
+END
+$fn$;
+
+CREATE TRIGGER image_refs_truncate AFTER TRUNCATE ON engram.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._image_refs_truncated();
 CREATE TRIGGER image_refs_insert AFTER INSERT ON engram.memories
     FOR EACH ROW WHEN (NEW.metadata ? 'images') EXECUTE FUNCTION engram._image_refs_inserted();
 CREATE TRIGGER image_refs_update AFTER UPDATE OF metadata ON engram.memories
@@ -3965,6 +4023,7 @@ CREATE POLICY owner_isolation ON engram.image_embeddings FOR SELECT TO engram_ag
 REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;

@@ -624,6 +624,46 @@ async fn memories_hold_their_images_and_hard_forget_gives_them_back() {
     assert_eq!(count(&db, "SELECT count(*) FROM engram.image_holds").await, 0);
 }
 
+#[tokio::test]
+async fn holds_are_rebuilt_after_a_restore_and_truncate_lets_go() {
+    let db = vision_db().await;
+    let kept_by_put = put(&db.admin, "alice", &png("kept by its put"), None).await;
+    let only_held = put(&db.admin, "bob", &png("held by a memory only"), None).await;
+    for (owner, sha) in [("alice", &kept_by_put), ("bob", &only_held)] {
+        create(
+            &db.admin,
+            owner,
+            &format!("{owner}'s screenshot"),
+            &[1.0, 0.0, 0.0, 0.0],
+            &format!("metadata => '{{\"images\": [\"{sha}\"]}}'"),
+        )
+        .await;
+    }
+    release(&db.admin, "bob", &only_held).await.unwrap();
+    // What a restore that loaded the memories before the images leaves: no holds.
+    db.admin.batch_execute("DELETE FROM engram.image_holds").await.unwrap();
+    let rebuilt: serde_json::Value = db
+        .admin
+        .query_one("SELECT engram.rebuild_image_holds()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rebuilt, serde_json::json!({"holds": 2, "images_erased": 0}));
+    assert_eq!(kept(&db, &only_held).await, Some((0, 1)));
+    // Not for agents.
+    let alice = db.agent("alice").await;
+    let (code, _) = sqlstate(alice.query("SELECT engram.rebuild_image_holds()", &[]).await);
+    assert_eq!(code, "42501");
+    // TRUNCATE of the memories: what only memories kept is erased, put images stay.
+    db.admin
+        .batch_execute("TRUNCATE engram.memories CASCADE")
+        .await
+        .unwrap();
+    assert_eq!(kept(&db, &only_held).await, None);
+    assert_eq!(kept(&db, &kept_by_put).await, Some((1, 0)));
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.image_data").await, 1);
+}
+
 #[test]
 fn the_docs_sql_walkthrough_runs_as_printed() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");

@@ -41,8 +41,9 @@ pub struct ImagePutArgs {
 
 #[derive(Serialize, JsonSchema)]
 pub struct ImagePutResult {
-    /// The image's id (the sha256 of its bytes). Name it in a memory's metadata, {"images": ["<sha256>"]}, and
-    /// the memory holds the image: forgetting the memory for good releases it.
+    /// The image's id (the sha256 of its bytes). Name it in a memory's metadata, {"images": ["<sha256>"]}, so
+    /// the memory holds the image; then release this put (memory_image_release) and the image lives exactly as
+    /// long as the memories that name it.
     pub sha256: String,
     /// "queued": a new image is embedded in the background, usually within a second, and is then found by
     /// memory_vision_search. A second put of the same bytes adds a reference to the stored image.
@@ -153,8 +154,9 @@ impl EngramServer {
     #[tool(
         description = "Store an image (a screenshot, a diagram) so that it can be found again by a description or by \
                        a similar image (memory_vision_search). Stored once per content: the same bytes again add a \
-                       reference. Returns its id; name it in a memory's metadata {\"images\": [id]} to tie the image \
-                       to that memory.",
+                       reference. Returns its id. To tie the image to a memory, name it in the memory's metadata \
+                       {\"images\": [id]} and then memory_image_release this put: the image is erased when the last \
+                       memory naming it is forgotten for good.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
     )]
     async fn memory_image_put(
