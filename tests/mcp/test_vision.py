@@ -176,6 +176,22 @@ async def test_refusals_and_isolation(vision):
         assert not err and 1 <= len(found["results"]) <= 50
 
 
+async def test_images_the_embedder_refuses_do_not_hold_up_the_rest(vision):
+    db, base, tokens = vision
+    async with mcp_session(base, tokens["bob"]) as s:
+        # PNG signatures followed by junk: stored (the bytes look like PNGs),
+        # but no decoder reads them. More than one background batch of them.
+        for i in range(9):
+            junk = b"\x89PNG\r\n\x1a\n" + f"not really a picture {i}".encode()
+            put, err = await call(s, "memory_image_put", data=b64(junk), mime="image/png")
+            assert not err, put
+        green = png("#00ff00", size=(16, 16), dot="#00ee00")
+        put, _ = await call(s, "memory_image_put", data=b64(green), mime="image/png")
+        found = await searchable(s, [put["sha256"]])
+        assert [h["sha256"] for h in found["results"]] == [put["sha256"]], "the junk stays unembedded"
+        assert psql(db, "SELECT count(*) FROM engram.images WHERE owner = 'bob' AND embedded_at IS NULL") == "9"
+
+
 async def test_without_vision_the_tools_are_absent_and_say_how_to_enable(embedder):
     db = new_database()
     token = psql(db, "SELECT engram.create_token(owner => 'alice', label => 'pytest')")
