@@ -216,7 +216,7 @@ impl EngramServer {
                 .map_err(|e| match e.code.as_deref() {
                     Some("P0002") => format!(
                         "Image {} not found: it was never stored for you or was erased at its last release.",
-                        a.sha256
+                        a.sha256.chars().take(80).collect::<String>()
                     ),
                     _ => e.message,
                 })?;
