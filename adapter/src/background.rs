@@ -102,16 +102,17 @@ impl Background {
     /// Schedules embedding of the caller's backlog (after a capture that
     /// stored no embedding).
     pub fn embed(&self, c: &Caller) {
-        if !plain(c) {
-            return;
+        if plain(c) {
+            self.enqueue(&self.queued, c, Job::Embed);
         }
-        let fresh = self
-            .queued
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(c.owner.clone());
+    }
+
+    /// Sends `job` for the caller's owner unless one of its kind is queued
+    /// and not yet started (`queued`): a burst of writes queues one job.
+    fn enqueue(&self, queued: &Mutex<HashSet<String>>, c: &Caller, job: fn(Caller) -> Job) {
+        let fresh = queued.lock().unwrap_or_else(|p| p.into_inner()).insert(c.owner.clone());
         if fresh {
-            let _ = self.tx.send(Job::Embed(c.clone()));
+            let _ = self.tx.send(job(c.clone()));
         }
     }
 
@@ -135,16 +136,8 @@ impl Background {
     /// Schedules embedding of the caller's images without an embedding
     /// (after memory_image_put), when vision is on.
     pub fn embed_images(&self, c: &Caller) {
-        if !self.vision || !plain(c) {
-            return;
-        }
-        let fresh = self
-            .queued_images
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(c.owner.clone());
-        if fresh {
-            let _ = self.tx.send(Job::EmbedImages(c.clone()));
+        if self.vision && plain(c) {
+            self.enqueue(&self.queued_images, c, Job::EmbedImages);
         }
     }
 
@@ -207,49 +200,24 @@ async fn run_job(
         Job::Embed(c) => {
             shared
                 .background
-                .queued
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&c.owner);
-            shared
-                .background
                 .seen
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(c.owner.clone());
-            match embed_batch(shared, &c).await {
-                Ok((n, more)) => {
-                    if n > 0 {
-                        tracing::info!(owner = %c.owner, embedded = n, more, "embedding backlog batch");
-                    }
-                    if more {
-                        // behind every owner queued meanwhile
-                        shared.background.embed(&c);
-                    }
-                }
-                // The rows stay in the backlog; the owner's next capture retries.
-                Err(e) => tracing::warn!(owner = %c.owner, error = %e, "embedding backlog: will retry"),
-            }
+            let round = embed_batch(shared, &c);
+            // The rows stay in the backlog on an error; the owner's next capture retries.
+            embedding_round(&shared.background.queued, &c, "embedding backlog", round, || {
+                shared.background.embed(&c)
+            })
+            .await;
         }
         Job::EmbedImages(c) => {
-            shared
-                .background
-                .queued_images
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&c.owner);
-            match embed_images(shared, &c).await {
-                Ok((n, more)) => {
-                    if n > 0 {
-                        tracing::info!(owner = %c.owner, embedded = n, more, "image embedding batch");
-                    }
-                    if more {
-                        shared.background.embed_images(&c);
-                    }
-                }
-                // The images stay without an embedding; the owner's next put retries.
-                Err(e) => tracing::warn!(owner = %c.owner, error = %e, "image embedding: will retry"),
-            }
+            let round = embed_images(shared, &c);
+            // The images stay without an embedding on an error; the owner's next put retries.
+            embedding_round(&shared.background.queued_images, &c, "image embedding", round, || {
+                shared.background.embed_images(&c)
+            })
+            .await;
         }
         Job::Summarize(c, session) => {
             if let Some(s) = summarizer {
@@ -283,6 +251,31 @@ async fn run_job(
                 });
             }
         }
+    }
+}
+
+/// One batch of an owner's embedding work (`round`: how many it stored, and
+/// whether more may be left). The owner leaves `queued` first, so a write
+/// during the round queues the next one; with more left it is queued again
+/// (`requeue`), behind every owner queued meanwhile.
+async fn embedding_round(
+    queued: &Mutex<HashSet<String>>,
+    c: &Caller,
+    what: &str,
+    round: impl std::future::Future<Output = Result<(usize, bool), String>>,
+    requeue: impl FnOnce(),
+) {
+    queued.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.owner);
+    match round.await {
+        Ok((n, more)) => {
+            if n > 0 {
+                tracing::info!(owner = %c.owner, embedded = n, more, "{what} batch");
+            }
+            if more {
+                requeue();
+            }
+        }
+        Err(e) => tracing::warn!(owner = %c.owner, error = %e, "{what}: will retry"),
     }
 }
 
@@ -380,6 +373,7 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
     let started = Instant::now();
     let batch = vision.embed_images(&images).await;
     shared.metrics.embedding(started.elapsed(), batch.is_ok());
+    let mut newly_refused = 0;
     let vectors: Vec<Option<Vec<f32>>> = match batch {
         Ok(v) => v.into_iter().map(Some).collect(),
         // One by one: an image the embedder refuses on its own must not
@@ -410,6 +404,7 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
                 tracing::warn!(owner = %c.owner, sha256 = %sha, error = %e, "image not embedded: the embedder refuses it");
                 if list.len() < MAX_REFUSED {
                     list.push(sha);
+                    newly_refused += 1;
                 }
             }
             one_by_one
@@ -432,14 +427,7 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
     }
     // More when this batch was full and settled something: refused images
     // are skipped from now on, so every round makes progress (no spinning).
-    let refused_now = shared
-        .background
-        .refused
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&c.owner)
-        .map_or(0, Vec::len);
-    let progress = stored > 0 || refused_now > skip.len();
+    let progress = stored > 0 || newly_refused > 0;
     Ok((stored, rows.len() == IMAGE_BATCH as usize && progress))
 }
 

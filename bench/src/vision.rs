@@ -11,6 +11,7 @@
 
 use crate::data::Mixture;
 use crate::progress;
+use crate::stats::Samples;
 use pgvector::Vector;
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -84,11 +85,6 @@ async fn load(c: &Client) {
     }
 }
 
-fn p50(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Measures and prints the vision_search table.
 pub async fn run(c: &Client, queries: usize) {
     load(c).await;
@@ -110,16 +106,16 @@ pub async fn run(c: &Client, queries: usize) {
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for n in SIZES {
         let o = owner(n);
-        let (mut r_ms, mut p_ms, mut e_ms) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut r, mut p, mut e) = (Samples::default(), Samples::default(), Samples::default());
         for q in &qs {
-            for (st, ms) in [(&raw, &mut r_ms), (&plain, &mut p_ms), (&engram, &mut e_ms)] {
+            for (st, samples) in [(&raw, &mut r), (&plain, &mut p), (&engram, &mut e)] {
                 let t = Instant::now();
                 let got: i64 = c.query_one(st, &[&o, q]).await.unwrap().get(0);
-                ms.push(t.elapsed().as_secs_f64() * 1e3);
+                samples.push(t.elapsed(), 1.0, got as usize);
                 assert_eq!(got, 10);
             }
         }
-        let (r, p, e) = (p50(r_ms), p50(p_ms), p50(e_ms));
+        let (r, p, e) = (r.p50(), p.p50(), e.p50());
         println!(
             "| one owner's images | {n} | {r:.2} | {p:.2} | {e:.2} | {:.2}x | {:.2}x |",
             e / r,

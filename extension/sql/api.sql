@@ -110,15 +110,16 @@ END
 $fn$;
 
 -- pgvector already refuses NaN and infinity in every vector it builds; the
--- dimension and the zero vector are checked here with its C functions, and
--- the Rust validator runs only to raise the precise error.
-CREATE FUNCTION engram._check_vector(p_vec vector, p_argument text) RETURNS void
+-- dimension (the memories', or p_dims) and the zero vector are checked here
+-- with its C functions, and the Rust validator runs only to raise the
+-- precise error.
+CREATE FUNCTION engram._check_vector(p_vec vector, p_argument text, p_dims integer DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_dims integer;
 BEGIN
     IF p_vec IS NOT NULL THEN
-        v_dims := engram._dims();
+        v_dims := coalesce(p_dims, engram._dims());
         IF vector_dims(p_vec) <> v_dims OR vector_norm(p_vec) = 0 THEN
             PERFORM engram._check_embedding(p_vec::real[], v_dims, p_argument);
         END IF;
@@ -3629,9 +3630,7 @@ BEGIN
         RAISE EXCEPTION '% is required: the image embedding (% dimensions)', p_argument, v_dims
             USING ERRCODE = '22004';
     END IF;
-    IF vector_dims(p_vec) <> v_dims OR vector_norm(p_vec) = 0 THEN
-        PERFORM engram._check_embedding(p_vec::real[], v_dims, p_argument);
-    END IF;
+    PERFORM engram._check_vector(p_vec, p_argument, v_dims);
 END
 $fn$;
 
@@ -3662,17 +3661,19 @@ $fn$;
 CREATE FUNCTION engram._check_image_refs(p_owner text, p_metadata jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_shas    text[];
     v_missing text;
 BEGIN
     IF p_metadata IS NULL OR NOT p_metadata ? 'images' THEN
         RETURN;
     END IF;
+    v_shas := engram._image_refs(p_metadata, true);
     -- KEY SHARE locks until commit: an erase (engram._image_settle) waits,
     -- then sees this transaction's hold; one that went first leaves no row.
     PERFORM 1 FROM engram.images i
-    WHERE i.owner = p_owner AND i.sha256 = ANY (engram._image_refs(p_metadata, true))
+    WHERE i.owner = p_owner AND i.sha256 = ANY (v_shas)
     ORDER BY i.sha256 FOR KEY SHARE;
-    SELECT x.sha INTO v_missing FROM unnest(engram._image_refs(p_metadata, true)) AS x(sha)
+    SELECT x.sha INTO v_missing FROM unnest(v_shas) AS x(sha)
     WHERE NOT EXISTS (SELECT 1 FROM engram.images i WHERE i.owner = p_owner AND i.sha256 = x.sha)
     LIMIT 1;
     IF v_missing IS NOT NULL THEN
@@ -3732,54 +3733,59 @@ $fn$;
 -- the order in which a statement deletes several memories).
 -- Row triggers whose WHEN clause is checked without calling a function:
 -- memories that name no images pay nothing.
-CREATE FUNCTION engram._image_refs_inserted() RETURNS trigger
+-- Memory `p_memory` of `p_owner` holds the owner's images its metadata
+-- names (ids of images the owner does not have are skipped).
+CREATE FUNCTION engram._image_holds_take(p_owner text, p_memory uuid, p_metadata jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
     INSERT INTO engram.image_holds AS h (owner, memory_id, sha256)
-    SELECT NEW.owner, NEW.id, i.sha256
-    FROM unnest(engram._image_refs(NEW.metadata, false)) AS x(sha)
-    JOIN engram.images i ON i.owner = NEW.owner AND i.sha256 = x.sha
+    SELECT p_owner, p_memory, i.sha256
+    FROM unnest(engram._image_refs(p_metadata, false)) AS x(sha)
+    JOIN engram.images i ON i.owner = p_owner AND i.sha256 = x.sha
     ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+-- Memory `p_memory` lets go of every image it holds but `p_keep`, and each
+-- is erased if nothing else keeps it (in id order).
+CREATE FUNCTION engram._image_holds_give_back(p_owner text, p_memory uuid, p_keep text[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_sha text;
+BEGIN
+    FOR v_sha IN
+        WITH gone AS (
+            DELETE FROM engram.image_holds h
+            WHERE h.owner = p_owner AND h.memory_id = p_memory AND h.sha256 <> ALL (p_keep)
+            RETURNING h.sha256)
+        SELECT g.sha256 FROM gone g ORDER BY g.sha256
+    LOOP
+        PERFORM engram._image_settle(p_owner, v_sha);
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION engram._image_refs_inserted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram._image_holds_take(NEW.owner, NEW.id, NEW.metadata);
     RETURN NULL;
 END
 $fn$;
 
 CREATE FUNCTION engram._image_refs_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_sha text;
 BEGIN
-    INSERT INTO engram.image_holds AS h (owner, memory_id, sha256)
-    SELECT NEW.owner, NEW.id, i.sha256
-    FROM unnest(engram._image_refs(NEW.metadata, false)) AS x(sha)
-    JOIN engram.images i ON i.owner = NEW.owner AND i.sha256 = x.sha
-    ON CONFLICT DO NOTHING;
-    FOR v_sha IN
-        WITH gone AS (
-            DELETE FROM engram.image_holds h
-            WHERE h.owner = OLD.owner AND h.memory_id = OLD.id
-              AND h.sha256 <> ALL (engram._image_refs(NEW.metadata, false))
-            RETURNING h.sha256)
-        SELECT g.sha256 FROM gone g ORDER BY g.sha256
-    LOOP
-        PERFORM engram._image_settle(OLD.owner, v_sha);
-    END LOOP;
+    PERFORM engram._image_holds_take(NEW.owner, NEW.id, NEW.metadata);
+    PERFORM engram._image_holds_give_back(OLD.owner, OLD.id, engram._image_refs(NEW.metadata, false));
     RETURN NULL;
 END
 $fn$;
 
 CREATE FUNCTION engram._image_refs_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_sha text;
 BEGIN
-    FOR v_sha IN
-        WITH gone AS (
-            DELETE FROM engram.image_holds h WHERE h.owner = OLD.owner AND h.memory_id = OLD.id RETURNING h.sha256)
-        SELECT g.sha256 FROM gone g ORDER BY g.sha256
-    LOOP
-        PERFORM engram._image_settle(OLD.owner, v_sha);
-    END LOOP;
+    PERFORM engram._image_holds_give_back(OLD.owner, OLD.id, '{}');
     RETURN NULL;
 END
 $fn$;

@@ -353,3 +353,19 @@ pub fn psql(db: &str, input: &str) -> (bool, String) {
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
+
+/// The first ```sql block after `heading` in the checkout's `doc` (a path
+/// from the repository root), for tests that run documentation as printed.
+pub fn sql_block(doc: &str, heading: &str) -> String {
+    // The checkout's path at run time (cargo test sets it): a path fixed at
+    // compile time names whichever clone built the shared target directory.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
+    let text = std::fs::read_to_string(format!("{dir}/../{doc}")).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let section = text
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{doc} has no section {heading:?}"));
+    let start = section.find("```sql\n").expect("sql block") + "```sql\n".len();
+    let end = section[start..].find("```").expect("end of sql block");
+    section[start..start + end].to_string()
+}

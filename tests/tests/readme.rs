@@ -1,28 +1,14 @@
 //! The README's 30-second SQL session works exactly as printed: this test
 //! runs that block through psql, in a fresh database, and checks its output.
 
-use engram_tests::psql;
-
-fn readme_session() -> String {
-    // The checkout's path at run time (cargo test sets it): a path fixed at
-    // compile time names whichever clone built the shared target directory.
-    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
-    let readme = std::fs::read_to_string(format!("{dir}/../README.md")).expect("README.md");
-    let section = readme
-        .split("## A 30-second SQL session")
-        .nth(1)
-        .expect("README has the SQL session section");
-    let start = section.find("```sql\n").expect("sql block") + "```sql\n".len();
-    let end = section[start..].find("```").expect("end of sql block");
-    section[start..start + end].to_string()
-}
+use engram_tests::{psql, sql_block};
 
 #[test]
 fn readme_sql_session_runs_as_printed() {
     let db = format!("readme_{}", std::process::id());
     assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
     assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
-    let (ok, text) = psql(&db, &readme_session());
+    let (ok, text) = psql(&db, &sql_block("README.md", "## A 30-second SQL session"));
     assert!(ok, "the README session failed:\n{text}");
     for expected in [
         " created ",

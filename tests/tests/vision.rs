@@ -666,15 +666,13 @@ async fn holds_are_rebuilt_after_a_restore_and_truncate_lets_go() {
 
 #[test]
 fn the_docs_sql_walkthrough_runs_as_printed() {
-    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
-    let doc = std::fs::read_to_string(format!("{dir}/../docs/VISION.md")).expect("docs/VISION.md");
-    let section = doc.split("## Walkthrough: SQL").nth(1).expect("the SQL walkthrough");
-    let start = section.find("```sql\n").expect("sql block") + "```sql\n".len();
-    let end = section[start..].find("```").expect("end of sql block");
     let db = format!("vision_doc_{}", std::process::id());
     assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
     assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
-    let script = format!("CREATE EXTENSION engram CASCADE;\n{}", &section[start..start + end]);
+    let script = format!(
+        "CREATE EXTENSION engram CASCADE;\n{}",
+        sql_block("docs/VISION.md", "## Walkthrough: SQL")
+    );
     let (ok, text) = psql(&db, &script);
     assert!(ok, "the VISION.md walkthrough failed:\n{text}");
     for expected in ["chat-1", " created ", "\\x89504e470d0a1a0a00000001"] {

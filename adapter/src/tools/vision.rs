@@ -142,10 +142,15 @@ fn text_query(q: &str) -> Result<String, String> {
     Ok(q.to_string())
 }
 
-impl Shared {
-    /// The image embedder, or the error that says how to turn vision on.
-    pub(crate) fn vision(&self) -> Result<&dyn engram_embed::vision::ImageEmbedder, String> {
-        self.vision.as_deref().ok_or_else(|| VISION_OFF.to_string())
+impl EngramServer {
+    /// The caller of a vision tool and the image embedder. A ghost
+    /// conversation does not use the owner's images; without --vision the
+    /// error says how to turn it on.
+    fn vision_caller(&self, parts: &Parts) -> Result<(Caller, &dyn engram_embed::vision::ImageEmbedder), String> {
+        let c = caller(parts)?;
+        not_in_ghost(&c)?;
+        let embedder = self.shared.vision.as_deref().ok_or_else(|| VISION_OFF.to_string())?;
+        Ok((c, embedder))
     }
 }
 
@@ -165,9 +170,7 @@ impl EngramServer {
         Parameters(a): Parameters<ImagePutArgs>,
     ) -> Result<Json<ImagePutResult>, String> {
         self.run("memory_image_put", async {
-            let c = caller(&parts)?;
-            not_in_ghost(&c)?;
-            self.shared.vision()?;
+            let (c, _) = self.vision_caller(&parts)?;
             let data = decode_base64("data", &a.data)?;
             let session = a.session_id.clone().or_else(|| c.session_id.clone());
             let rows = self
@@ -204,9 +207,7 @@ impl EngramServer {
         Parameters(a): Parameters<ImageReleaseArgs>,
     ) -> Result<Json<ImageReleaseResult>, String> {
         self.run("memory_image_release", async {
-            let c = caller(&parts)?;
-            not_in_ghost(&c)?;
-            self.shared.vision()?;
+            let (c, _) = self.vision_caller(&parts)?;
             let sql = "SELECT engram.image_release(sha256 => $1)";
             let rows = self
                 .shared
@@ -240,9 +241,7 @@ impl EngramServer {
         Parameters(a): Parameters<VisionSearchArgs>,
     ) -> Result<Json<VisionSearchResult>, String> {
         self.run("memory_vision_search", async {
-            let c = caller(&parts)?;
-            not_in_ghost(&c)?;
-            let embedder = self.shared.vision()?;
+            let (c, embedder) = self.vision_caller(&parts)?;
             let started = Instant::now();
             let vectors = match (a.query.as_deref().map(str::trim), a.image.as_deref()) {
                 (Some(q), None) if !q.is_empty() => embedder.embed_texts(&[text_query(q)?]).await,

@@ -148,34 +148,35 @@ pub fn referenced(metadata: &serde_json::Value) -> Result<Vec<String>> {
             "split the images over several memories",
         ));
     }
-    let mut out: Vec<String> = Vec::with_capacity(items.len());
-    for item in items {
-        let sha =
-            parse_sha256(item.as_str()).map_err(|e| Error::invalid(format!("metadata.images: {}", e.message), hint))?;
-        if !out.contains(&sha) {
-            out.push(sha);
-        }
-    }
-    // Sorted: every writer takes the images' row locks in one order.
-    out.sort();
-    Ok(out)
+    let ids = items
+        .iter()
+        .map(|item| {
+            parse_sha256(item.as_str()).map_err(|e| Error::invalid(format!("metadata.images: {}", e.message), hint))
+        })
+        .collect::<Result<Vec<String>>>()?;
+    Ok(sorted_distinct(ids))
+}
+
+/// Ids distinct and sorted: every writer takes the images' row locks in
+/// one order.
+fn sorted_distinct(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// The valid image ids among what stored metadata names, skipping anything
 /// malformed: for giving references back, which must never block deleting
 /// or updating a memory (metadata written before 0.6.0 was not checked).
 pub fn referenced_leniently(metadata: &serde_json::Value) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
     let items = metadata.get(METADATA_KEY).and_then(|v| v.as_array());
-    for item in items.into_iter().flatten() {
-        if let Ok(sha) = parse_sha256(item.as_str()) {
-            if !out.contains(&sha) {
-                out.push(sha);
-            }
-        }
-    }
-    out.sort();
-    out
+    sorted_distinct(
+        items
+            .into_iter()
+            .flatten()
+            .filter_map(|item| parse_sha256(item.as_str()).ok())
+            .collect(),
+    )
 }
 
 /// How many results vision search returns for a requested `k` (1..50).
