@@ -68,7 +68,7 @@ cluster_start() {
 port = $port
 listen_addresses = '${ENGRAM_LISTEN_ADDRESSES-127.0.0.1}'
 unix_socket_directories = '$sock'
-shared_preload_libraries = 'pg_cron'
+shared_preload_libraries = 'pg_cron,engram'
 cron.database_name = '$db'
 max_connections = 200
 shared_buffers = 1GB

@@ -12,7 +12,7 @@
 //!   corrections a person makes.
 
 use crate::caller::Caller;
-use crate::db::DbError;
+use crate::db::{DbError, RowExt};
 use crate::tools::Shared;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -36,6 +36,36 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/memories/{id}", get(get_memory).delete(forget_memory))
         .route("/api/memories/{id}/flag", post(flag_memory))
         .with_state(shared)
+        .layer(axum::middleware::from_fn(parsed_headers_only))
+        // A handler that panics answers 500 with a JSON error instead of
+        // dropping the connection.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+}
+
+/// Every /api route fails closed, as MCP does: a request whose identity or
+/// internal-context headers did not parse (X-Ghost-Owner missing or sent
+/// twice with X-Internal-Type: ghost, ...) is refused before any handler
+/// runs. (Db::call refuses such a caller too.)
+async fn parsed_headers_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    match req.extensions().get::<Caller>().map(Caller::context) {
+        Some(Ok(_)) => next.run(req).await,
+        Some(Err(e)) => ApiError(StatusCode::BAD_REQUEST, e).into_response(),
+        None => ApiError(StatusCode::UNAUTHORIZED, "request was not authenticated".into()).into_response(),
+    }
+}
+
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %what, "REST handler panicked");
+    ApiError(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "engram-mcp failed on this request (an internal error, logged by the server); nothing more was done".into(),
+    )
+    .into_response()
 }
 
 /// An error answer: the status a client can act on and a message that says
@@ -48,24 +78,23 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The status of each SQLSTATE class is DbError::status (503 answers
+/// carry Retry-After: crate::caller::deny).
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
-        let status = match e.code.as_deref() {
-            _ if e.unavailable() => StatusCode::SERVICE_UNAVAILABLE,
-            Some("P0002") => StatusCode::NOT_FOUND,
-            Some("42501") => StatusCode::FORBIDDEN,
-            Some("23505") => StatusCode::CONFLICT,
-            Some(c) if c.starts_with("22") || c == "54000" => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, e.message)
+        ApiError(e.status(), crate::limits::clip_quoted(&e.message))
     }
 }
 
 type ApiResult = Result<Response, ApiError>;
 
 fn memory_id(id: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(id).map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("'{id}' is not a memory id (a UUID)")))
+    Uuid::parse_str(id).map_err(|_| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("'{}' is not a memory id (a UUID)", crate::limits::clip(id)),
+        )
+    })
 }
 
 fn platform_only(c: &Caller) -> Result<(), ApiError> {
@@ -84,10 +113,13 @@ fn platform_only(c: &Caller) -> Result<(), ApiError> {
 /// One bound call; the first column of the first row.
 async fn one(shared: &Shared, c: &Caller, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Value, ApiError> {
     let rows = shared.db.call(c, sql, params).await?;
-    Ok(rows
-        .first()
-        .and_then(|r| r.get::<_, Option<Value>>(0))
-        .unwrap_or(Value::Null))
+    match rows.first() {
+        Some(r) => Ok(r
+            .col::<Option<Value>>(0)
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?
+            .unwrap_or(Value::Null)),
+        None => Ok(Value::Null),
+    }
 }
 
 /// Embeds a text the size limits allow (checked before the embedder works,
@@ -291,6 +323,8 @@ async fn flag_memory(
 ) -> ApiResult {
     let id = memory_id(&id)?;
     let reason = b.reason.unwrap_or_else(|| "flagged in the memory browser".into());
+    crate::limits::check_len("reason", &reason, crate::limits::MAX_REASON_CHARS)
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e))?;
     let v = one(
         &s,
         &c,

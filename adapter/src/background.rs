@@ -16,11 +16,11 @@
 //! `SUMMARY_RETRY_AFTER`.
 
 use crate::caller::Caller;
-use crate::db::DbError;
+use crate::db::{first, DbError, RowExt};
 use crate::summarizer::Summarizer;
 use crate::tools::Shared;
 use pgvector::Vector;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -62,14 +62,16 @@ pub struct Background {
     /// Per owner, the images the embedder refused (not decodable, say):
     /// skipped by later batches of this process, so they cannot hold up
     /// the owner's other images.
-    refused: Mutex<HashMap<String, Vec<String>>>,
-    /// Owners whose backlog was drained at least once since start-up.
-    seen: Mutex<HashSet<String>>,
+    refused: Mutex<Bounded<String, Vec<String>>>,
+    /// Owners whose backlog was drained at least once since start-up (the
+    /// oldest forgotten past `MAX_SEEN`: such an owner's next call checks
+    /// its backlog once more, which costs one query).
+    seen: Mutex<Bounded<String, ()>>,
     /// (owner, session) pairs with a summary being written: captures past
     /// the threshold keep saying a summary is due until it is stored.
     summarizing: Arc<Mutex<HashSet<(String, String)>>>,
     /// When a session's last summary attempt failed.
-    failed: Mutex<HashMap<(String, String), Instant>>,
+    failed: Mutex<Bounded<(String, String), Instant>>,
     summarizer: bool,
 }
 
@@ -90,10 +92,10 @@ impl Background {
             queued: Mutex::new(HashSet::new()),
             queued_images: Mutex::new(HashSet::new()),
             vision,
-            refused: Default::default(),
-            seen: Mutex::new(HashSet::new()),
+            refused: Mutex::new(Bounded::new(MAX_REFUSED_OWNERS)),
+            seen: Mutex::new(Bounded::new(MAX_SEEN)),
             summarizing: Default::default(),
-            failed: Default::default(),
+            failed: Mutex::new(Bounded::new(MAX_FAILED)),
             summarizer: summarizer.is_some(),
         };
         (bg, Worker { rx, wait, summarizer })
@@ -126,7 +128,7 @@ impl Background {
             .seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(c.owner.clone());
+            .insert(c.owner.clone(), ());
         if first {
             self.embed(c);
             self.embed_images(c);
@@ -161,6 +163,78 @@ impl Background {
             }
             if self.summarizing.lock().unwrap_or_else(|p| p.into_inner()).insert(key) {
                 let _ = self.tx.send(Job::Summarize(c.clone(), session.to_string()));
+            }
+        }
+    }
+}
+
+/// Owners whose drained backlog the worker remembers (`Background::seen`).
+const MAX_SEEN: usize = 100_000;
+
+/// Owners whose refused images the worker remembers (each up to `MAX_REFUSED`).
+const MAX_REFUSED_OWNERS: usize = 256;
+
+/// Sessions whose failed summary the worker remembers (`SUMMARY_RETRY_AFTER`).
+const MAX_FAILED: usize = 10_000;
+
+/// A map that holds at most `cap` keys: inserting a new key into a full map
+/// forgets the oldest one. What the worker remembers per owner or session
+/// must not grow with every owner a platform token can name.
+pub(crate) struct Bounded<K, V> {
+    map: HashMap<K, V>,
+    /// Keys, oldest first.
+    order: VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> Bounded<K, V> {
+    pub fn new(cap: usize) -> Self {
+        Bounded {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k)
+    }
+
+    /// Sets `k`; returns whether it is new.
+    pub fn insert(&mut self, k: K, v: V) -> bool {
+        if let Some(old) = self.map.get_mut(&k) {
+            *old = v;
+            return false;
+        }
+        self.make_room();
+        self.order.push_back(k.clone());
+        self.map.insert(k, v);
+        true
+    }
+
+    /// The value of `k`, inserted as `V::default()` when absent.
+    pub fn get_or_default(&mut self, k: K) -> &mut V
+    where
+        V: Default,
+    {
+        if !self.map.contains_key(&k) {
+            self.make_room();
+            self.order.push_back(k.clone());
+        }
+        self.map.entry(k).or_default()
+    }
+
+    fn make_room(&mut self) {
+        while self.map.len() >= self.cap {
+            match self.order.pop_front() {
+                Some(oldest) => {
+                    self.map.remove(&oldest);
+                }
+                None => break,
             }
         }
     }
@@ -203,7 +277,7 @@ async fn run_job(
                 .seen
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(c.owner.clone());
+                .insert(c.owner.clone(), ());
             let round = embed_batch(shared, &c);
             // The rows stay in the backlog on an error; the owner's next capture retries.
             embedding_round(&shared.background.queued, &c, "embedding backlog", round, || {
@@ -294,8 +368,8 @@ async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), Strin
     if rows.is_empty() {
         return Ok((0, false));
     }
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
-    let texts: Vec<String> = rows.iter().map(|r| r.get(1)).collect();
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.col(0)).collect::<Result<_, _>>()?;
+    let texts: Vec<String> = rows.iter().map(|r| r.col(1)).collect::<Result<_, _>>()?;
     let vectors = match embed(shared, c, &texts).await {
         Ok(v) => v,
         // One text the embedder refuses must not block the rest for good:
@@ -321,7 +395,7 @@ async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), Strin
         )
         .await
         .map_err(|e| e.message)?;
-    let n: i32 = set[0].get(0);
+    let n: i32 = first(&set)?.col(0)?;
     // A full batch of which nothing changed was embedded by another
     // process: stop rather than spin.
     Ok((n as usize, rows.len() == BATCH as usize && n > 0))
@@ -362,14 +436,16 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
     if rows.is_empty() {
         return Ok((0, false));
     }
-    let shas: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let shas: Vec<String> = rows.iter().map(|r| r.col(0)).collect::<Result<_, _>>()?;
     let images: Vec<engram_embed::vision::Image> = rows
         .iter()
-        .map(|r| engram_embed::vision::Image {
-            mime: r.get(1),
-            data: r.get(2),
+        .map(|r| {
+            Ok(engram_embed::vision::Image {
+                mime: r.col(1)?,
+                data: r.col(2)?,
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let started = Instant::now();
     let batch = vision.embed_images(&images).await;
     shared.metrics.embedding(started.elapsed(), batch.is_ok());
@@ -399,7 +475,7 @@ async fn embed_images(shared: &Shared, c: &Caller) -> Result<(usize, bool), Stri
             // The embedder works: the failed images are refused for what
             // they are, and skipped by this process from now on.
             let mut refused = shared.background.refused.lock().unwrap_or_else(|p| p.into_inner());
-            let list = refused.entry(c.owner.clone()).or_default();
+            let list = refused.get_or_default(c.owner.clone());
             for (sha, e) in failed {
                 tracing::warn!(owner = %c.owner, sha256 = %sha, error = %e, "image not embedded: the embedder refuses it");
                 if list.len() < MAX_REFUSED {
@@ -449,7 +525,7 @@ async fn summarize(shared: &Shared, s: &Summarizer, c: &Caller, session: &str) -
         .call(c, "SELECT engram.summary_due(session_id => $1::text)", &[&session])
         .await
         .map_err(|e| e.message)?;
-    if !due[0].get::<_, bool>(0) {
+    if !first(&due)?.col::<bool>(0)? {
         return Ok(false);
     }
     let rows = shared
@@ -463,13 +539,15 @@ async fn summarize(shared: &Shared, s: &Summarizer, c: &Caller, session: &str) -
         .map_err(|e| e.message)?;
     let events: Vec<crate::summarizer::Event> = rows
         .iter()
-        .map(|r| crate::summarizer::Event {
-            event_type: r.get(0),
-            content: r.get(1),
-            tool_name: r.get(2),
-            success: r.get(3),
+        .map(|r| {
+            Ok(crate::summarizer::Event {
+                event_type: r.col(0)?,
+                content: r.col(1)?,
+                tool_name: r.col(2)?,
+                success: r.col(3)?,
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let summary = s.summarize(session, &events).await?;
     shared
         .db
@@ -483,4 +561,35 @@ async fn summarize(shared: &Shared, s: &Summarizer, c: &Caller, session: &str) -
     // The summary itself joins the backlog.
     shared.background.embed(c);
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bounded;
+
+    #[test]
+    fn bounded_maps_forget_the_oldest_key() {
+        let mut seen = Bounded::new(3);
+        for owner in ["a", "b", "c"] {
+            assert!(seen.insert(owner.to_string(), ()));
+        }
+        assert!(!seen.insert("a".to_string(), ()), "known keys are not new");
+        assert!(seen.insert("d".to_string(), ()));
+        assert_eq!(seen.len(), 3);
+        assert!(seen.get(&"a".to_string()).is_none(), "the oldest went first");
+        assert!(seen.get(&"d".to_string()).is_some());
+        for i in 0..100_000 {
+            seen.insert(format!("owner{i}"), ());
+        }
+        assert_eq!(seen.len(), 3, "a flood of owners stays within the cap");
+
+        let mut refused: Bounded<String, Vec<String>> = Bounded::new(2);
+        refused.get_or_default("x".into()).push("sha1".into());
+        refused.get_or_default("x".into()).push("sha2".into());
+        refused.get_or_default("y".into());
+        refused.get_or_default("z".into());
+        assert_eq!(refused.len(), 2);
+        assert!(refused.get(&"x".to_string()).is_none());
+        assert_eq!(refused.get(&"z".to_string()), Some(&vec![]));
+    }
 }

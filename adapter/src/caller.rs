@@ -99,6 +99,11 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
     if v.is_empty() {
         return Err(format!("header {name} is empty; leave it out or give it a value"));
     }
+    // Ids (owners, sessions, ghosts) have engram's id limit; the token is
+    // looked up, never stored.
+    if name != "authorization" {
+        crate::limits::check_len(&format!("header {name}"), v, crate::limits::MAX_ID_CHARS)?;
+    }
     Ok(Some(v))
 }
 
@@ -260,28 +265,75 @@ pub struct SiteGuard {
     pub origins: crate::config::OriginPolicy,
 }
 
-/// The host of a Host header without its port (`[::1]:8080` is `::1`).
-fn host_name(host: &str) -> &str {
-    match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => host.split(':').next().unwrap_or(host),
+/// The host and port a request is addressed to: the Host header, or the
+/// URI's authority (HTTP/2's `:authority`). None when it is missing or
+/// malformed.
+fn authority(req: &Request) -> Option<(String, Option<u16>)> {
+    let parse = |a: &str| {
+        http::uri::Authority::try_from(a)
+            .ok()
+            .map(|a| (normalize_host(a.host()), a.port_u16()))
+    };
+    match req.headers().get("host") {
+        Some(v) => v.to_str().ok().and_then(parse),
+        None => req.uri().authority().and_then(|a| parse(a.as_str())),
     }
 }
 
+fn normalize_host(h: &str) -> String {
+    h.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
+/// Whether `--allowed-hosts` admits a request to `host`:`port`: an entry
+/// without a port admits the host on any port, one with a port only that
+/// port (rmcp's rule for /mcp, applied here to every route).
+fn host_allowed(allowed: &[String], host: &str, port: Option<u16>) -> bool {
+    let entries: Vec<&str> = allowed.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).collect();
+    if allowed.is_empty() {
+        return true;
+    }
+    entries.iter().any(|entry| {
+        let (h, p) = match http::uri::Authority::try_from(*entry) {
+            Ok(a) => (normalize_host(a.host()), a.port_u16()),
+            Err(_) => (normalize_host(entry), None),
+        };
+        h == host && p.is_none_or(|p| Some(p) == port)
+    })
+}
+
+/// The outermost layer of every route (/mcp, /api, /ui, /health,
+/// /metrics): a request addressed to a host that is not allowed, or sent
+/// by a browser page of an origin that is not, is refused before anything
+/// else runs. Authentication comes after it, so that a page on another site
+/// learns nothing about tokens (a bad and a good token get the same 403).
 pub async fn guard_site(State(g): State<Arc<SiteGuard>>, req: Request, next: Next) -> Response {
-    let h = req.headers();
-    let host = h.get("host").and_then(|v| v.to_str().ok()).map(host_name).unwrap_or("");
-    if !g.hosts.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+    let allowed = match authority(&req) {
+        Some((host, port)) => host_allowed(&g.hosts, &host, port),
+        None => g.hosts.is_empty(),
+    };
+    if !allowed {
+        let shown = req
+            .headers()
+            .get("host")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
         return deny(
             StatusCode::FORBIDDEN,
-            &format!("Host '{host}' is not allowed; add it to --allowed-hosts (ENGRAM_ALLOWED_HOSTS)"),
+            &format!(
+                "Host '{}' is not allowed; add it to --allowed-hosts (ENGRAM_ALLOWED_HOSTS)",
+                crate::limits::clip(shown)
+            ),
         );
     }
-    if let Some(origin) = h.get("origin").and_then(|v| v.to_str().ok()) {
+    if let Some(origin) = req.headers().get("origin") {
+        let origin = origin.to_str().unwrap_or("(not text)");
         if !g.origins.allows(origin) {
             return deny(
                 StatusCode::FORBIDDEN,
-                &format!("Origin '{origin}' is not allowed; add it to --allowed-origins (ENGRAM_ALLOWED_ORIGINS)"),
+                &format!(
+                    "Origin '{}' is not allowed; add it to --allowed-origins (ENGRAM_ALLOWED_ORIGINS)",
+                    crate::limits::clip(origin)
+                ),
             );
         }
     }
@@ -291,10 +343,35 @@ pub async fn guard_site(State(g): State<Arc<SiteGuard>>, req: Request, next: Nex
 #[cfg(test)]
 mod tests {
     #[test]
-    fn host_names_without_ports() {
-        assert_eq!(super::host_name("localhost:8080"), "localhost");
-        assert_eq!(super::host_name("[::1]:8080"), "::1");
-        assert_eq!(super::host_name("127.0.0.1"), "127.0.0.1");
+    fn hosts_are_matched_as_rmcp_matches_them() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "mcp.example.com:8443"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(host_allowed(&allowed, "localhost", Some(8080)));
+        assert!(host_allowed(&allowed, "::1", Some(8080)));
+        assert!(host_allowed(&allowed, "127.0.0.1", None));
+        assert!(host_allowed(&allowed, "mcp.example.com", Some(8443)));
+        assert!(!host_allowed(&allowed, "mcp.example.com", Some(80)));
+        assert!(!host_allowed(&allowed, "evil.example", Some(8080)));
+        assert!(!host_allowed(&allowed, "localhost.evil.example", None));
+        assert!(
+            host_allowed(&[], "anything", None),
+            "an empty list allows any host, as rmcp does"
+        );
+        assert_eq!(normalize_host("[::1]"), "::1");
+        assert_eq!(normalize_host("LocalHost"), "localhost");
+    }
+
+    #[test]
+    fn overlong_ids_in_headers_are_refused() {
+        let long = http::HeaderValue::from_str(&"u".repeat(257)).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-session-id", long.clone());
+        assert!(header(&h, "x-session-id").unwrap_err().contains("limit is 256"));
+        let mut h = HeaderMap::new();
+        h.insert("authorization", long);
+        assert!(header(&h, "authorization").is_ok());
     }
 
     use super::*;

@@ -54,9 +54,15 @@ pub struct ExportArgs {
 pub struct ImportArgs {
     /// The JSON Lines file `engram-mcp export` wrote.
     pub file: PathBuf,
-    /// Import into this owner instead of the one each memory names.
+    /// Import into this owner instead of the one each memory names. Without it, every memory of the file
+    /// must name the same owner (a file with several owners is refused).
     #[arg(long)]
     pub owner: Option<String>,
+    /// Keep the provenance the file states (source, author_type, trust_score, revision authors). Without
+    /// it, imported memories are plain memories written by an agent, with trust computed anew, and their
+    /// revisions are attributed to the importing role: a file cannot vouch for itself.
+    #[arg(long)]
+    pub keep_provenance: bool,
     /// Compute new embeddings with the configured embedder (--embedder ...) instead of the exported ones:
     /// for a database that uses another model. Without it, exported embeddings of another dimension are
     /// refused before anything is written.
@@ -114,6 +120,22 @@ pub struct ServeArgs {
     /// Serve without MCP sessions: every POST is answered with plain JSON.
     #[arg(long, env = "ENGRAM_STATELESS")]
     pub stateless: bool,
+    /// Most client connections open at once; further connections wait in the listen queue until one
+    /// closes (a flood of idle connections cannot exhaust the process's file descriptors).
+    #[arg(long, env = "ENGRAM_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Milliseconds a client has to send a request's headers, counted from when the server starts
+    /// waiting for them (also the idle limit of a kept-alive connection); slower connections are closed.
+    #[arg(long, env = "ENGRAM_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: u64,
+    /// Milliseconds a request body may stall between two pieces of data; a stalled upload is
+    /// answered with an error and its connection closed.
+    #[arg(long, env = "ENGRAM_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
+    /// Milliseconds GET /health reuses its last check of the database and the embedder (at most one
+    /// check per interval however often it is called; a failed check is reused for at most a second).
+    #[arg(long, env = "ENGRAM_HEALTH_INTERVAL_MS", default_value_t = 5_000)]
+    pub health_interval_ms: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }

@@ -8,8 +8,39 @@
 use crate::caller::Caller;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
 use std::time::Duration;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
+
+/// Reads a column without panicking: a row the adapter cannot decode (a
+/// type it does not expect, a value out of range) is an error answer, never
+/// a panic that would leave the client waiting.
+pub trait RowExt {
+    fn col<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Result<T, String>;
+}
+
+impl RowExt for Row {
+    fn col<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Result<T, String> {
+        self.try_get(idx).map_err(|e| {
+            let name = self
+                .columns()
+                .get(idx)
+                .map(|c| c.name().to_string())
+                .unwrap_or_default();
+            tracing::warn!(column = %name, error = %e, "a row the adapter cannot read");
+            format!(
+                "engram-mcp could not read column '{name}' of a row the database returned ({}); the row was \
+                 written outside engram's checks: fix or forget it (engram.forget)",
+                crate::limits::clip(&e.to_string())
+            )
+        })
+    }
+}
+
+/// The first row of a result, or an error answer (a function that returns
+/// one row always does; none is a fault, not a panic).
+pub fn first(rows: &[Row]) -> Result<&Row, String> {
+    rows.first().ok_or_else(|| "the database returned no row".to_string())
+}
 
 #[derive(Clone)]
 pub struct Db {
@@ -49,6 +80,59 @@ impl std::fmt::Display for DbError {
 }
 
 impl DbError {
+    /// What the caller sent cannot be used (the internal headers did not
+    /// parse): a client error, raised before anything reaches the database.
+    pub fn bad_request(message: impl Into<String>) -> DbError {
+        DbError {
+            code: Some("22023".into()),
+            message: message.into(),
+        }
+    }
+
+    /// Whether running the same call again shortly may succeed: the database
+    /// unavailable, a statement timeout or cancel, a lock or serialization
+    /// conflict, or the server out of a resource (connections, memory).
+    pub fn retryable(&self) -> bool {
+        self.unavailable()
+            || matches!(
+                self.code.as_deref(),
+                Some("57014" | "55P03" | "40001" | "40P01" | "25006")
+            )
+            || self.code.as_deref().is_some_and(|c| c.starts_with("53"))
+    }
+
+    /// The HTTP status of this error (the REST API's answer; MCP tool
+    /// errors carry the same message): client mistakes are 4xx, conditions
+    /// worth a retry 503 (with Retry-After), faults of engram itself 500.
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        if self.retryable() {
+            return S::SERVICE_UNAVAILABLE;
+        }
+        let Some(code) = self.code.as_deref() else {
+            return S::SERVICE_UNAVAILABLE;
+        };
+        match code {
+            "P0002" | "02000" => S::NOT_FOUND,
+            "42501" | "28000" | "28P01" => S::FORBIDDEN,
+            // a unique or exclusion violation; an object in a state that
+            // does not allow the call (an archived memory, say)
+            "23505" | "23P01" | "55000" | "55006" => S::CONFLICT,
+            // data exceptions, other integrity violations, features off,
+            // and engram's own RAISEs without a code: what the caller sent
+            // (54000: a size limit or an owner's quota)
+            c if c.starts_with("22")
+                || c.starts_with("23")
+                || c.starts_with("0A")
+                || c.starts_with("54")
+                || c == "P0001" =>
+            {
+                S::BAD_REQUEST
+            }
+            _ => S::INTERNAL_SERVER_ERROR,
+        }
+    }
+
     /// The database could not be reached or is going away (a lost
     /// connection, SQLSTATE classes 08 and 57: shutdown, restart, "cannot
     /// connect now"): nothing about the call was wrong, and the same call
@@ -75,10 +159,28 @@ impl From<tokio_postgres::Error> for DbError {
                 message: format!("the database connection failed: {e}"),
             },
         };
+        // A NUL character in a text or JSON argument: Postgres cannot store
+        // one, and its own message ("invalid byte sequence ... 0x00") does not
+        // say which input was wrong or what to do.
+        let nul = error.message.contains("0x00") || error.message.contains("\\u0000");
+        if matches!(error.code.as_deref(), Some("22021" | "22P05")) && nul {
+            error.message = "an argument contains a NUL character (\\u0000), which Postgres cannot store; remove it \
+                             and send the call again"
+                .into();
+        }
         if error.unavailable() {
             error
                 .message
                 .push_str("; the database is unavailable or restarting: retry shortly");
+        } else if error.code.as_deref() == Some("57014") {
+            error.message.push_str(
+                "; the call took longer than the statement timeout (or was cancelled): retry shortly, or ask for \
+                 less (a smaller limit, a narrower filter)",
+            );
+        } else if error.retryable() {
+            error
+                .message
+                .push_str("; the database is busy with a conflicting call: retry shortly");
         }
         error
     }
@@ -191,8 +293,11 @@ impl Db {
     }
 
     /// Runs `sql` in one transaction bound to the caller (engram.bind).
+    /// A caller whose internal headers did not parse is refused here, before
+    /// anything reaches the database: no path can bind without its context
+    /// (a ghost falling back to the accessor's own memories).
     pub async fn call(&self, caller: &Caller, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, DbError> {
-        let i = caller.internal.as_ref().ok().and_then(Option::as_ref);
+        let i = caller.context().map_err(DbError::bad_request)?;
         let internal_type = i.map(|i| i.internal_type.as_str());
         let ghost = |f: fn(&crate::caller::Internal) -> Option<&str>| i.and_then(f);
         let bind: [&(dyn ToSql + Sync); 7] = [
@@ -266,32 +371,114 @@ impl Db {
         let rows = self
             .query("SELECT owner, platform FROM engram.authenticate($1)", &[&token])
             .await?;
-        Ok(rows.first().map(|r| (r.get(0), r.get(1))))
+        match rows.first() {
+            Some(r) => Ok(Some((
+                r.col(0).map_err(DbError::bad_request)?,
+                r.col(1).map_err(DbError::bad_request)?,
+            ))),
+            None => Ok(None),
+        }
     }
 
     /// Whether requests without a token may be served (engram.bind(NULL)
     /// would bind): only in a database that has never had a token.
     pub async fn anonymous_allowed(&self) -> Result<bool, DbError> {
-        Ok(self.query("SELECT engram.anonymous_allowed()", &[]).await?[0].get(0))
+        self.scalar("SELECT engram.anonymous_allowed()").await
     }
 
     pub async fn has_tokens(&self) -> Result<bool, DbError> {
-        Ok(self.query("SELECT engram.has_tokens()", &[]).await?[0].get(0))
+        self.scalar("SELECT engram.has_tokens()").await
     }
 
     /// The embedding dimension the database stores.
     pub async fn dims(&self) -> Result<i32, DbError> {
-        Ok(self.query("SELECT engram._dims()", &[]).await?[0].get(0))
+        self.scalar("SELECT engram._dims()").await
     }
 
     /// The dimension of image embeddings (engram.configure(image_dims => ...)).
     pub async fn image_dims(&self) -> Result<i32, DbError> {
-        Ok(self.query("SELECT engram._image_dims()", &[]).await?[0].get(0))
+        self.scalar("SELECT engram._image_dims()").await
+    }
+
+    /// The one value of a catalogue function.
+    async fn scalar<T: for<'a> FromSql<'a>>(&self, sql: &str) -> Result<T, DbError> {
+        let rows = self.query(sql, &[]).await?;
+        first(&rows).and_then(|r| r.col(0)).map_err(|message| DbError {
+            code: Some("XX000".into()),
+            message,
+        })
     }
 
     pub async fn ping(&self) -> Result<(), DbError> {
         let client = self.pool.get().await?;
         client.simple_query("SELECT 1").await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(code: &str) -> DbError {
+        DbError {
+            code: Some(code.into()),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn sqlstates_map_to_statuses_a_client_can_act_on() {
+        use http::StatusCode as S;
+        for (code, status) in [
+            ("P0002", S::NOT_FOUND),
+            ("42501", S::FORBIDDEN),
+            ("28000", S::FORBIDDEN),
+            ("23505", S::CONFLICT),
+            ("55000", S::CONFLICT),
+            ("22023", S::BAD_REQUEST),
+            ("22004", S::BAD_REQUEST),
+            ("22007", S::BAD_REQUEST),
+            ("23514", S::BAD_REQUEST),
+            ("P0001", S::BAD_REQUEST),
+            ("54000", S::BAD_REQUEST),
+            ("57014", S::SERVICE_UNAVAILABLE),
+            ("57P01", S::SERVICE_UNAVAILABLE),
+            ("08006", S::SERVICE_UNAVAILABLE),
+            ("40001", S::SERVICE_UNAVAILABLE),
+            ("55P03", S::SERVICE_UNAVAILABLE),
+            ("53300", S::SERVICE_UNAVAILABLE),
+            ("XX000", S::INTERNAL_SERVER_ERROR),
+            ("42883", S::INTERNAL_SERVER_ERROR),
+        ] {
+            assert_eq!(error(code).status(), status, "{code}");
+        }
+        assert!(error("57014").retryable() && !error("57014").unavailable());
+    }
+
+    #[tokio::test]
+    async fn a_caller_whose_headers_did_not_parse_never_reaches_the_database() {
+        let db = Db::connect(
+            "host=/nonexistent user=x",
+            None,
+            1,
+            &Limits {
+                pool_wait: Duration::from_millis(10),
+                statement_timeout: Duration::from_secs(1),
+            },
+        )
+        .unwrap();
+        let caller = Caller {
+            token: Some("t".into()),
+            act_as: Some("alice".into()),
+            owner: "alice".into(),
+            internal: Err("header x-ghost-owner was sent more than once; send it once".into()),
+            session_id: None,
+            platform: true,
+        };
+        let e = db.call(&caller, "SELECT 1", &[]).await.unwrap_err();
+        assert_eq!(e.code.as_deref(), Some("22023"));
+        assert!(e.message.contains("more than once"), "{e}");
+        assert_eq!(e.status(), http::StatusCode::BAD_REQUEST);
     }
 }

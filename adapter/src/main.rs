@@ -5,6 +5,8 @@ mod background;
 mod caller;
 mod config;
 mod db;
+mod jsonrpc;
+mod limits;
 mod metrics;
 mod stdio;
 mod summarizer;
@@ -279,17 +281,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         hosts: args.allowed_hosts.clone(),
         origins: origins_for_site,
     });
+    let health_state = Arc::new(Health {
+        shared: shared.clone(),
+        interval: std::time::Duration::from_millis(args.health_interval_ms),
+        last: Default::default(),
+    });
+    // Layers run outside-in in the reverse order of `.layer` calls: the
+    // Host/Origin guard is the outermost layer of every route, then
+    // authentication (for /mcp and /api), then each route's own.
     let app = mcp
+        .layer(middleware::from_fn(jsonrpc::check))
         .layer(middleware::map_response(session_deleted_is_no_content))
-        .merge(api::router(shared.clone()).layer(middleware::from_fn_with_state(guard.clone(), caller::guard_site)))
+        .merge(api::router(shared.clone()))
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
-        .merge(ui::router().layer(middleware::from_fn_with_state(guard, caller::guard_site)))
+        .merge(ui::router())
         .merge(
             Router::new()
                 .route("/health", get(health))
-                .route("/metrics", get(metrics))
-                .with_state(shared.clone()),
-        );
+                .with_state(health_state)
+                .route("/metrics", get(metrics).with_state(shared.clone())),
+        )
+        // an explicit fallback, so that the guard covers unknown paths too
+        .fallback(|| async { caller::deny(StatusCode::NOT_FOUND, "no such route; MCP is at /mcp") })
+        .layer(middleware::from_fn_with_state(guard, caller::guard_site));
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -300,21 +314,107 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         dims,
         db_role = %role,
         stateless = args.stateless,
+        max_connections = args.max_connections,
         "engram-mcp serving MCP at http://{}/mcp",
         args.listen
     );
-    // The peer address decides whether an anonymous request may be served.
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let limits = ConnectionLimits {
+        max: args.max_connections as usize,
+        header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+        body_timeout: std::time::Duration::from_millis(args.body_timeout_ms),
+    };
+    serve_connections(listener, app, limits, async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         cancel.cancel();
     })
-    .await?;
+    .await;
     Ok(())
+}
+
+/// What one client may hold of the server: connections at once, and how
+/// long it may take to send a request's headers and each piece of its body.
+struct ConnectionLimits {
+    max: usize,
+    header_timeout: std::time::Duration,
+    body_timeout: std::time::Duration,
+}
+
+/// The accept loop (HTTP/1.1): at most `limits.max` connections are open
+/// at once (the next waits in the kernel's listen queue, holding no file
+/// descriptor of this process, until one closes); a connection that does
+/// not send a request's headers within `header_timeout` is closed (hyper's
+/// header read timeout, which also ends idle kept-alive connections); a
+/// request body that stalls for `body_timeout` fails. The peer address goes
+/// into each request (ConnectInfo): it decides whether an anonymous request
+/// may be served. On shutdown the loop stops accepting, and open
+/// connections finish their requests (at most 5 s).
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use tower::ServiceExt;
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max));
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let http = Arc::new(http);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            permit = open.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors, say: wait rather than spin.
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let (app, http, body_timeout) = (app.clone(), http.clone(), limits.body_timeout);
+        let mut closed = closed.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req =
+                    req.map(|body| axum::body::Body::new(tower_http::timeout::TimeoutBody::new(body_timeout, body)));
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(peer));
+                app.clone().oneshot(req)
+            });
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = async move {
+                    let _ = closed.wait_for(|c| *c).await;
+                } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+    let _ = closing.send(true);
+    // Wait (a while) for the open connections to finish.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(6), open.acquire_many(limits.max as u32)).await;
 }
 
 /// Ctrl-C or SIGTERM (what `scripts/run --stop`, systemd and Kubernetes send).
@@ -339,7 +439,37 @@ async fn session_deleted_is_no_content(
     response
 }
 
-async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+/// GET /health's state: its last answer and when it was made.
+struct Health {
+    shared: Arc<Shared>,
+    interval: std::time::Duration,
+    last: tokio::sync::Mutex<Option<(std::time::Instant, StatusCode, serde_json::Value)>>,
+}
+
+/// GET /health: the database and the embedder (and the image embedder with
+/// --vision), checked at most once per `--health-interval-ms` however often
+/// it is called (an unauthenticated caller cannot make the server run an
+/// embedder inference per request); callers that arrive during a check
+/// wait for it and share its answer. A failed check is reused for at most a
+/// second, so that recovery shows quickly.
+async fn health(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    let mut last = h.last.lock().await;
+    if let Some((at, status, body)) = last.as_ref() {
+        let keep = if *status == StatusCode::OK {
+            h.interval
+        } else {
+            h.interval.min(std::time::Duration::from_secs(1))
+        };
+        if at.elapsed() < keep {
+            return (*status, Json(body.clone()));
+        }
+    }
+    let (status, body) = check_health(&h.shared).await;
+    *last = Some((std::time::Instant::now(), status, body.clone()));
+    (status, Json(body))
+}
+
+async fn check_health(shared: &Shared) -> (StatusCode, serde_json::Value) {
     let database = shared
         .db
         .ping()
@@ -380,7 +510,7 @@ async fn health(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         body["image_embedder"] = state.into();
         body["image_model"] = v.name().into();
     }
-    (status, Json(body))
+    (status, body)
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

@@ -40,16 +40,32 @@ const MAX_RESPONSE_BYTES: usize = 1 << 20;
 impl Summarizer {
     /// `url` is the API base, e.g. `http://127.0.0.1:8000/v1`; requests go to
     /// `{url}/chat/completions`.
+    ///
+    /// A URL with credentials in it (`http://user:pass@host/v1`) is refused:
+    /// reqwest would send them as Basic auth to whatever answers, and the key
+    /// belongs in --summarizer-api-key (a bearer token). Redirects are not
+    /// followed: a 307 would re-send the session's events elsewhere.
     pub fn new(url: &str, model: &str, api_key: Option<String>, timeout: Duration) -> anyhow::Result<Summarizer> {
-        let client = reqwest::Client::builder().timeout(timeout).build()?;
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
         let url = format!("{}/chat/completions", url.trim_end_matches('/'));
-        let mut shown = reqwest::Url::parse(&url).map_err(|e| anyhow::anyhow!("--summarizer-url {url}: {e}"))?;
-        let _ = shown.set_username("");
-        let _ = shown.set_password(None);
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|_| anyhow::anyhow!("--summarizer-url is not a URL; write e.g. http://127.0.0.1:8000/v1"))?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            anyhow::bail!(
+                "--summarizer-url carries credentials (user:password@); they would be sent as Basic auth. Remove \
+                 them from the URL and pass the key with --summarizer-api-key (ENGRAM_SUMMARIZER_API_KEY)"
+            );
+        }
+        if !matches!(parsed.scheme(), "http" | "https") {
+            anyhow::bail!("--summarizer-url must be an http:// or https:// URL");
+        }
         Ok(Summarizer {
             client,
             url,
-            shown: shown.to_string(),
+            shown: parsed.to_string(),
             model: model.to_string(),
             api_key,
         })
@@ -142,6 +158,19 @@ pub fn prompt(session: &str, events: &[Event]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_the_url_are_refused() {
+        let t = Duration::from_secs(1);
+        let e = Summarizer::new("http://user:secret@127.0.0.1:9/v1", "m", None, t)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--summarizer-api-key") && !e.contains("secret"), "{e}");
+        assert!(Summarizer::new("http://token@127.0.0.1:9/v1", "m", None, t).is_err());
+        assert!(Summarizer::new("file:///etc/passwd", "m", None, t).is_err());
+        assert!(Summarizer::new("http://127.0.0.1:9/v1", "m", None, t).is_ok());
+    }
 
     fn ev(t: &str, c: &str, tool: &str, ok: Option<bool>) -> Event {
         Event {

@@ -84,7 +84,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     let sink: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
     } else {
-        Box::new(std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?)
+        Box::new(create_private(&partial)?)
     };
     let mut out = BufWriter::new(sink);
     let mut progress = Progress::new("exported", total as u64);
@@ -112,6 +112,8 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     drop(file);
     if !to_stdout {
         std::fs::File::open(&partial)?.sync_all()?;
+        // rename(2) replaces the directory entry FILE itself: a symbolic
+        // link planted there is replaced, never written through.
         std::fs::rename(&partial, &args.out)
             .with_context(|| format!("cannot move {} to {}", partial.display(), args.out.display()))?;
     }
@@ -122,6 +124,38 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
         args.out.display()
     ));
     Ok(())
+}
+
+/// Creates `path` for the export, readable by its owner only (mode 0600: an
+/// export holds every memory of an owner), refusing to follow or reuse
+/// anything planted there: O_CREAT | O_EXCL fails on an existing name, a
+/// symbolic link included, whatever it points to (POSIX), so nothing is
+/// ever written through a link. A regular file left by an interrupted
+/// export is removed first (unlink removes a name, never its target).
+fn create_private(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove the stale {}", path.display()))?
+        }
+        Ok(_) => bail!(
+            "{} exists and is not a regular file (a symbolic link?); the export refuses to write through it: \
+             remove it, or export to another path",
+            path.display()
+        ),
+        Err(_) => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "cannot create {} (it must not exist; the export writes only new files)",
+                path.display()
+            )
+        })
 }
 
 /// The number of dimensions of an exported embedding (pgvector's text form).
@@ -143,11 +177,19 @@ fn lines(path: &Path) -> anyhow::Result<impl Iterator<Item = (usize, std::io::Re
         .filter(|(_, l)| !matches!(l, Ok(l) if l.trim().is_empty())))
 }
 
+/// What a file holds: its memories, and the distinct owners they name.
+#[derive(Debug)]
+struct FileSummary {
+    memories: u64,
+    owners: std::collections::BTreeSet<String>,
+}
+
 /// Reads the whole file once before writing anything: every line a memory
 /// object, and (unless re-embedding) every embedding of the database's
-/// dimension. Returns the number of memories.
-fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<u64> {
+/// dimension. Returns the number of memories and the owners named.
+fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<FileSummary> {
     let mut n = 0;
+    let mut owners = std::collections::BTreeSet::new();
     for (line, text) in lines(path)? {
         let text = text?;
         let memory: Value = serde_json::from_str(&text).with_context(|| {
@@ -173,9 +215,42 @@ fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<u64> {
                 );
             }
         }
+        if let Some(owner) = memory.get("owner").and_then(Value::as_str) {
+            owners.insert(owner.to_string());
+        }
         n += 1;
     }
-    Ok(n)
+    Ok(FileSummary { memories: n, owners })
+}
+
+/// The owner an import writes into: --owner, or else the one owner every
+/// memory of the file names. A file never picks it silently: several
+/// owners, or none, are refused before anything is written.
+fn import_owner(
+    path: &Path,
+    given: Option<&str>,
+    named: &std::collections::BTreeSet<String>,
+) -> anyhow::Result<String> {
+    if let Some(owner) = given {
+        if owner.trim().is_empty() {
+            bail!("--owner is empty; name the owner to import into");
+        }
+        return Ok(owner.to_string());
+    }
+    let shown: Vec<String> = named.iter().take(3).map(|o| engram_core::error::echo(o)).collect();
+    match named.len() {
+        1 => Ok(named.iter().next().cloned().unwrap_or_default()),
+        0 => bail!(
+            "{} names no owner; pass --owner to say whose memories these are",
+            path.display()
+        ),
+        n => bail!(
+            "{} names {n} owners ({}{}); pass --owner to import them all into one owner, or split the file",
+            path.display(),
+            shown.join(", "),
+            if n > 3 { ", …" } else { "" }
+        ),
+    }
 }
 
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
@@ -185,7 +260,18 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         .await
         .context("cannot read the database's embedding dimension (is engram installed?)")?
         .get(0);
-    let total = check_file(&args.file, dims as usize, args.reembed)?;
+    let summary = check_file(&args.file, dims as usize, args.reembed)?;
+    let total = summary.memories;
+    let owner = import_owner(&args.file, args.owner.as_deref(), &summary.owners)?;
+    eprintln!(
+        "importing {total} memories into owner {}{}",
+        engram_core::error::echo(&owner),
+        if args.keep_provenance {
+            " (keeping the file's source, author, trust and revision authors: --keep-provenance)"
+        } else {
+            ""
+        }
+    );
     let embedder: Option<Box<dyn Embedder>> = if args.reembed {
         let e = crate::build_embedder(&args.common, dims as usize)?;
         if e.dims() != dims as usize {
@@ -200,7 +286,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         None
     };
     let call = db
-        .prepare("SELECT engram.import_memory(owner => $1, memory => $2, embedding => $3)")
+        .prepare("SELECT engram.import_memory(owner => $1, memory => $2, embedding => $3, keep_provenance => $4)")
         .await
         .context("cannot prepare engram.import_memory (import needs a DBA role)")?;
     let mut progress = Progress::new("imported", total);
@@ -232,7 +318,10 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         // batches before it committed; running it again skips them.
         db.batch_execute("BEGIN").await?;
         for ((line, memory), vector) in batch.iter().zip(&vectors) {
-            let status: String = match db.query_one(&call, &[&args.owner, memory, vector]).await {
+            let status: String = match db
+                .query_one(&call, &[&owner, memory, vector, &args.keep_provenance])
+                .await
+            {
                 Ok(row) => row.get(0),
                 Err(e) => {
                     let _ = db.batch_execute("ROLLBACK").await;
@@ -284,8 +373,8 @@ mod tests {
         std::fs::write(&f, "{\"id\":\"a\",\"content\":\"x\",\"embedding\":\"[1,2,3]\"}\n\n").unwrap();
         let e = check_file(&f, 4, false).unwrap_err().to_string();
         assert!(e.contains("--reembed") && e.contains(":1:"), "{e}");
-        assert_eq!(check_file(&f, 4, true).unwrap(), 1);
-        assert_eq!(check_file(&f, 3, false).unwrap(), 1);
+        assert_eq!(check_file(&f, 4, true).unwrap().memories, 1);
+        assert_eq!(check_file(&f, 3, false).unwrap().memories, 1);
         std::fs::write(&f, "{\"content\":\"x\"}\n").unwrap();
         assert!(check_file(&f, 3, false).unwrap_err().to_string().contains("an id"));
         std::fs::write(&f, "not json\n").unwrap();
@@ -293,6 +382,48 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a JSON object"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_owner_is_given_or_the_files_only_one() {
+        let p = Path::new("m.jsonl");
+        let set = |v: &[&str]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(import_owner(p, Some("wes"), &set(&["vic", "bob"])).unwrap(), "wes");
+        assert_eq!(import_owner(p, None, &set(&["vic"])).unwrap(), "vic");
+        let e = import_owner(p, None, &set(&["alice", "bob"])).unwrap_err().to_string();
+        assert!(e.contains("2 owners") && e.contains("--owner"), "{e}");
+        assert!(import_owner(p, None, &set(&[]))
+            .unwrap_err()
+            .to_string()
+            .contains("--owner"));
+        assert!(import_owner(p, Some(" "), &set(&["vic"])).is_err());
+    }
+
+    #[test]
+    fn export_files_are_private_and_never_written_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("engram-export-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("victim");
+        std::fs::write(&target, "keep me").unwrap();
+        let partial = dir.join("out.jsonl.partial");
+        std::os::unix::fs::symlink(&target, &partial).unwrap();
+        let e = create_private(&partial).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        std::fs::remove_file(&partial).unwrap();
+        // a stale partial of an interrupted export is replaced; the new file is 0600
+        std::fs::write(&partial, "stale").unwrap();
+        let mut f = create_private(&partial).unwrap();
+        f.write_all(b"{}\n").unwrap();
+        let mode = std::fs::metadata(&partial).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_to_string(&partial).unwrap(), "{}\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

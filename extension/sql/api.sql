@@ -23,6 +23,7 @@ CREATE FUNCTION engram._owner(p_owner text) RETURNS text
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_bound text := engram._bound_owner();
+    v_withheld text;
 BEGIN
     PERFORM engram._check_planted();
     IF engram._caller_privileged() THEN
@@ -34,11 +35,19 @@ BEGIN
         RETURN p_owner;
     END IF;
     IF v_bound IS NULL THEN
+        -- A privileged session role whose privilege is withheld: say why
+        -- (extension/src/privilege.rs), not just "not bound".
+        v_withheld := engram._withheld_privilege();
+        IF v_withheld IS NOT NULL THEN
+            RAISE EXCEPTION 'engram does not lend the privileges of role % to this call: %', engram._caller_role(), v_withheld
+                USING ERRCODE = '42501',
+                      HINT = 'run the call directly in the session, not from code or relations of another role, or bind the transaction with a token (engram.bind)';
+        END IF;
         RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
             USING ERRCODE = '42501';
     END IF;
     IF p_owner IS NOT NULL AND p_owner <> v_bound THEN
-        RAISE EXCEPTION 'owner ''%'' differs from the bound owner; a restricted role acts only for the owner its token binds (engram.bind)', p_owner
+        RAISE EXCEPTION 'owner ''%'' differs from the bound owner; a restricted role acts only for the owner its token binds (engram.bind)', engram._echo(p_owner)
             USING ERRCODE = '42501';
     END IF;
     RETURN v_bound;
@@ -157,11 +166,93 @@ $fn$;
 -- A row lock in engram.owner_locks rather than an advisory lock: advisory
 -- locks are open to every role, so any session could hold an owner's key
 -- and stall its writes; this table is reachable only through engram.
+-- Every public function that writes an owner's rows takes it first.
+-- engram.erase_owner takes it too and leaves the row behind with erased_at
+-- set (a tombstone): a writer that waited for the lock while the erasure
+-- ran sees the row change under it, and one whose transaction began before
+-- the erasure sees erased_at after its start; both fail (55000) and write
+-- nothing. A transaction that begins after the erasure committed writes
+-- for the owner anew (a DBA re-creating it; the owner's tokens are gone).
 CREATE FUNCTION engram._lock_owner(p_owner text) RETURNS void
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_seen   boolean;
+    v_before timestamptz;
+    v_after  timestamptz;
 BEGIN
-    INSERT INTO engram.owner_locks AS l (owner) VALUES (p_owner) ON CONFLICT DO NOTHING;
-    PERFORM 1 FROM engram.owner_locks l WHERE l.owner = p_owner FOR UPDATE;
+    SELECT true, l.erased_at INTO v_seen, v_before FROM engram.owner_locks l WHERE l.owner = p_owner;
+    IF v_seen IS NULL THEN
+        INSERT INTO engram.owner_locks AS l (owner) VALUES (p_owner) ON CONFLICT DO NOTHING;
+    END IF;
+    SELECT l.erased_at INTO v_after FROM engram.owner_locks l WHERE l.owner = p_owner FOR UPDATE;
+    IF v_after IS DISTINCT FROM v_before OR v_after >= transaction_timestamp() THEN
+        RAISE EXCEPTION 'owner % was erased (engram.erase_owner) at % while this transaction was under way; nothing was written. Start a new transaction to write for this owner anew', engram._echo(p_owner), v_after
+            USING ERRCODE = '55000';
+    END IF;
+END
+$fn$;
+
+-- Caller input echoed in an error message: at most 80 characters, then
+-- "…", so that a megabyte of id or name never comes back whole.
+CREATE FUNCTION engram._echo(p_value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_value IS NULL THEN
+        RETURN 'NULL';
+    ELSIF char_length(p_value) <= 80 THEN
+        RETURN p_value;
+    END IF;
+    RETURN left(p_value, 80) || '…';
+END
+$fn$;
+
+-- A short identifying argument (session_id, reason, accessor, act_as, a
+-- label): at most p_limit bytes, so that no megabyte lands in a row or in
+-- the audit log.
+CREATE FUNCTION engram._check_short(p_what text, p_value text, p_limit integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_value IS NOT NULL AND octet_length(p_value) > p_limit THEN
+        RAISE EXCEPTION '% is % bytes; the limit is % bytes: pass a shorter %', p_what, octet_length(p_value), p_limit, p_what
+            USING ERRCODE = '54000';
+    END IF;
+END
+$fn$;
+
+-- A text[] argument (tags, filters) is a flat list: a 2-D array would be
+-- stored as such and break every reader that expects a list.
+CREATE FUNCTION engram._check_1d(p_what text, p_list text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF array_ndims(p_list) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional text array, not % dimensions; pass a flat list, e.g. % => ''{a,b}''', p_what, array_ndims(p_list), p_what
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- A memory's tags as stored: a flat list, each tag once, in the order
+-- first given (NULL elements stay, for engram._check_memory to refuse).
+CREATE FUNCTION engram._tag_set(p_tags text[]) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    PERFORM engram._check_1d('tags', p_tags);
+    IF p_tags IS NULL OR cardinality(p_tags) < 2 THEN
+        RETURN p_tags;
+    END IF;
+    RETURN ARRAY(SELECT t.tag FROM unnest(p_tags) WITH ORDINALITY AS t(tag, i) GROUP BY t.tag ORDER BY min(t.i));
+END
+$fn$;
+
+-- A JSON argument (metadata, tool input and output, preferences): nesting
+-- and numbers bounded (engram._check_json, engram-core), so that every
+-- reader can decode what is stored.
+CREATE FUNCTION engram._check_doc(p_what text, p_doc jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_doc IS NOT NULL AND p_doc <> '{}' THEN
+        PERFORM engram._check_json(p_what, p_doc::text);
+    END IF;
 END
 $fn$;
 
@@ -202,6 +293,20 @@ BEGIN
 END
 $fn$;
 
+-- The filters of a read (engram._check_filters, Rust), after checking
+-- that each list is flat.
+CREATE FUNCTION engram._check_flat_filters(p_kinds text[], p_tags_all text[], p_tags_any text[],
+                                           p_internal_type text, p_scope text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    PERFORM engram._check_1d('kinds', p_kinds);
+    PERFORM engram._check_1d('tags_all', p_tags_all);
+    PERFORM engram._check_1d('tags_any', p_tags_any);
+    PERFORM engram._check_1d('scope_tags', p_scope);
+    PERFORM engram._check_filters(p_kinds, p_tags_all, p_tags_any, p_internal_type, p_scope);
+END
+$fn$;
+
 -- A memory by id, visible to the caller: same owner, same internal type
 -- (NULL = normal memories only) and carrying the scope tags. Anything else,
 -- another owner's memory included, is "not found": never reveal existence.
@@ -214,7 +319,7 @@ BEGIN
         RAISE EXCEPTION 'id is required; pass id => ''<memory id>'' (see engram.search or engram.list)'
             USING ERRCODE = '22004';
     END IF;
-    PERFORM engram._check_filters(NULL, NULL, NULL, p_internal_type, p_scope);
+    PERFORM engram._check_flat_filters(NULL, NULL, NULL, p_internal_type, p_scope);
     IF p_lock THEN
         SELECT m.* INTO r FROM engram.memories m
         WHERE m.id = p_id AND m.owner = p_owner
@@ -717,7 +822,7 @@ DECLARE
     v_current integer;
     v_stored bigint;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('configure');
     v_current := engram._dims();
     IF configure.embedding_dims IS NOT NULL AND configure.embedding_dims <> v_current THEN
         PERFORM engram._check_dims(configure.embedding_dims);
@@ -769,6 +874,32 @@ $fn$;
 -- writes
 ---------------------------------------------------------------------------
 
+-- A memory's time to live: positive and at most 100 years (NULL: kept
+-- until forgotten), so that now() + ttl is always a timestamp.
+CREATE FUNCTION engram._check_ttl(p_ttl interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_ttl IS NOT NULL AND (p_ttl <= interval '0' OR p_ttl > interval '100 years') THEN
+        RAISE EXCEPTION 'ttl % is out of range; pass a positive interval of at most 100 years (36500 days), such as ''30 days'', or NULL to keep the memory', engram._echo(p_ttl::text)
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- Who may say a person wrote a memory (author_type 'human', the highest
+-- trust weight): DBAs and platform tokens. A user token is an agent's
+-- credential; its writes are the agent's (author_type 'agent' or 'system').
+CREATE FUNCTION engram._check_author(p_author_type text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_author_type = 'human' AND NOT engram._caller_privileged()
+       AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
+        RAISE EXCEPTION 'author_type ''human'' is for DBAs and platform tokens; a user token writes as an agent: pass author_type => ''agent'' (the default) or ''system'''
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+
 CREATE FUNCTION engram.remember(
     owner text DEFAULT NULL,
     content text DEFAULT NULL,
@@ -788,9 +919,9 @@ RETURNS TABLE (status text, id uuid, conflicts jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner     text := engram._caller(remember.owner, remember.internal_type,
-                                       engram._scope_of(coalesce(remember.tags, '{}')), true);
+                                       engram._scope_of(coalesce(engram._tag_set(remember.tags), '{}')), true);
     v_kind      text := coalesce(remember.kind, 'semantic');
-    v_tags      text[] := coalesce(remember.tags, '{}');
+    v_tags      text[] := coalesce(engram._tag_set(remember.tags), '{}');
     v_metadata  jsonb := coalesce(remember.metadata, '{}');
     v_threshold real := coalesce(remember.conflict_threshold, engram._setting_conflict_threshold());
     v_scope     text[];
@@ -802,11 +933,11 @@ DECLARE
 BEGIN
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
         octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
+    PERFORM engram._check_doc('metadata', v_metadata);
+    PERFORM engram._check_author(remember.author_type);
+    PERFORM engram._check_short('session_id', remember.session_id, 256);
     PERFORM engram._check_vector(remember.embedding, 'embedding');
-    IF remember.ttl IS NOT NULL AND remember.ttl <= interval '0' THEN
-        RAISE EXCEPTION 'ttl % is not positive; pass a positive interval such as ''30 days'', or NULL to keep the memory', remember.ttl
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM engram._check_ttl(remember.ttl);
     IF NOT (v_threshold BETWEEN 0 AND 1) THEN
         RAISE EXCEPTION 'conflict_threshold % is out of range; pass a cosine similarity between 0 and 1', v_threshold
             USING ERRCODE = '22023';
@@ -842,8 +973,9 @@ BEGIN
     -- conflict rules give a reason (similar, correction, changed_value,
     -- negation); the reasons are returned with it.
     IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
-        SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', c.content,
+        SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', left(c.content, 2000),
                                             'similarity', round(c.sim::numeric, 4), 'reasons', to_jsonb(c.reasons))
+                         || CASE WHEN char_length(c.content) > 2000 THEN '{"truncated": true}'::jsonb ELSE '{}' END
                          ORDER BY c.sim DESC)
         INTO v_conflicts
         FROM (
@@ -906,8 +1038,10 @@ RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner   text := engram._caller(update.owner, update.internal_type, update.scope_tags, true);
+    v_tags    text[] := engram._tag_set(update.tags);
     r         engram.memories;
 BEGIN
+    PERFORM engram._check_short('reason', update.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
     PERFORM engram._require_writable(r, 'update');
@@ -920,15 +1054,16 @@ BEGIN
         PERFORM engram._check_access_level(update.access_level);
     END IF;
     PERFORM engram._check_new_content(r, update.content, update.embedding);
-    IF update.tags IS NOT NULL THEN
-        PERFORM engram._check_tags(update.tags, r.internal_type, r.tags);
+    IF v_tags IS NOT NULL THEN
+        PERFORM engram._check_tags(v_tags, r.internal_type, r.tags);
     END IF;
     IF update.metadata IS NOT NULL THEN
         PERFORM engram._check_metadata(jsonb_typeof(update.metadata), octet_length(update.metadata::text));
+        PERFORM engram._check_doc('metadata', update.metadata);
         PERFORM engram._check_image_refs(v_owner, update.metadata);
     END IF;
 
-    RETURN engram._rewrite(r, v_owner, update.content, update.embedding, update.tags, update.metadata,
+    RETURN engram._rewrite(r, v_owner, update.content, update.embedding, v_tags, update.metadata,
                            update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
 END
 $fn$;
@@ -1013,6 +1148,8 @@ DECLARE
     v_owner text := engram._caller(forget.owner, forget.internal_type, forget.scope_tags, true);
     r       engram.memories;
 BEGIN
+    PERFORM engram._check_short('reason', forget.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, forget.id, forget.internal_type, forget.scope_tags, true);
     IF r.source = 'resource' THEN
         RAISE EXCEPTION 'memory % is a resource: people curate resources, agents only read them; delete it with engram.resource_delete (DELETE /api/resources/{id}, platform tokens)', r.id
@@ -1082,6 +1219,8 @@ BEGIN
         RAISE EXCEPTION 'reason is required; say why the memory is wrong or doubtful (reason => ''...'')'
             USING ERRCODE = '22004';
     END IF;
+    PERFORM engram._check_short('reason', flag.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, flag.id, flag.internal_type, flag.scope_tags, true);
     PERFORM engram._require_writable(r, 'flag');
     PERFORM engram._flag_rows(v_owner, ARRAY[r.id], flag.reason, '{}');
@@ -1133,7 +1272,7 @@ BEGIN
     FROM engram._merge_sources(v_owner, consolidate.ids, consolidate.internal_type, consolidate.scope_tags) s;
     -- Defaults: the union of the originals' tags, their common kind, and the
     -- least trusted author among them (a merge cannot launder trust).
-    SELECT coalesce(consolidate.tags, array_agg(DISTINCT t ORDER BY t) FILTER (WHERE t IS NOT NULL), '{}')
+    SELECT coalesce(engram._tag_set(consolidate.tags), array_agg(DISTINCT t ORDER BY t) FILTER (WHERE t IS NOT NULL), '{}')
     INTO v_tags FROM unnest(v_src) s LEFT JOIN LATERAL unnest(s.tags) t ON true;
     SELECT coalesce(consolidate.kind, CASE WHEN count(DISTINCT s.kind) = 1 THEN min(s.kind) ELSE 'semantic' END),
            CASE WHEN bool_or(s.author_type = 'agent') THEN 'agent'
@@ -1395,7 +1534,7 @@ DECLARE
     v_owner text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
     v_hits  engram.search_hit[];
 BEGIN
-    PERFORM engram._check_filters(search.kinds, search.tags_all, search.tags_any,
+    PERFORM engram._check_flat_filters(search.kinds, search.tags_all, search.tags_any,
                                   search.internal_type, search.scope_tags);
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
     v_hits := engram._search(
@@ -1482,11 +1621,16 @@ BEGIN
     PERFORM engram._check_list(v_status, v_order);
     PERFORM engram._check_scope(s);
     IF p_after IS NOT NULL THEN
-        v_after := engram._cursor_decode(p_after, v_order);
-        v_cur_id := v_after[2]::uuid;
-        v_cur_num := CASE WHEN v_order IN ('created_at', 'updated_at')
-                          THEN extract(epoch FROM v_after[1]::timestamptz)
-                          ELSE v_after[1]::numeric END;
+        BEGIN
+            v_after := engram._cursor_decode(p_after, v_order);
+            v_cur_id := v_after[2]::uuid;
+            v_cur_num := CASE WHEN v_order IN ('created_at', 'updated_at')
+                              THEN extract(epoch FROM v_after[1]::timestamptz)
+                              ELSE v_after[1]::numeric END;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'invalid cursor %; pass the next_cursor of the previous page, with the same order_by, or no cursor for the first page', engram._echo(p_after)
+                USING ERRCODE = '22023';
+        END;
     END IF;
     -- The sort key of each row as text (the cursor's currency) and as a
     -- sortable value; order_by is one of five known columns (checked above).
@@ -1564,7 +1708,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(list.owner, list.internal_type, list.scope_tags, false);
 BEGIN
-    PERFORM engram._check_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
+    PERFORM engram._check_flat_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
     RETURN QUERY SELECT * FROM engram._list(
         ROW(v_owner, NULL, list.internal_type, list.kinds,
             nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}'),
@@ -1660,9 +1804,192 @@ BEGIN
         'last_write_at', c.last_write, 'writes_per_day', d.per_day,
         'embedding_dims', engram._dims(),
         'embedding_backlog', c.backlog, 'growth_7d', c.growth_7d,
-        'events', ev.events, 'misses', mi.misses)
+        'events', ev.events, 'misses', mi.misses, 'quotas', engram._quotas(v_owner))
     INTO v_result FROM counts c, days d, ev, mi;
     RETURN v_result;
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- quotas (SPEC 8.5): what each owner stores, counted in engram.owner_locks
+---------------------------------------------------------------------------
+
+-- Adds p_deltas (all of one sign) to counter p_counter of each owner in
+-- p_owners, in owner order; a growth that takes an owner past its quota
+-- (engram.max_<counter>_per_owner) fails with 54000, and the statement
+-- that grew it, with everything else in the transaction, is undone.
+-- The writers hold the owner's lock row already, so counting costs one
+-- row update, never a count over the owner's rows.
+CREATE FUNCTION engram._add_usage(p_counter text, p_owners text[], p_deltas bigint[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_limit bigint;
+    v_owner text;
+    v_used  bigint;
+BEGIN
+    IF p_owners IS NULL OR cardinality(p_owners) = 0 THEN
+        RETURN;
+    END IF;
+    IF p_deltas[1] < 0 THEN
+        UPDATE engram.owner_locks AS l SET
+            memories = greatest(l.memories + CASE WHEN p_counter = 'memories' THEN d.delta ELSE 0 END, 0),
+            events = greatest(l.events + CASE WHEN p_counter = 'events' THEN d.delta ELSE 0 END, 0),
+            image_bytes = greatest(l.image_bytes + CASE WHEN p_counter = 'image_bytes' THEN d.delta ELSE 0 END, 0),
+            slots = greatest(l.slots + CASE WHEN p_counter = 'slots' THEN d.delta ELSE 0 END, 0),
+            workspaces = greatest(l.workspaces + CASE WHEN p_counter = 'workspaces' THEN d.delta ELSE 0 END, 0),
+            states = greatest(l.states + CASE WHEN p_counter = 'states' THEN d.delta ELSE 0 END, 0)
+        FROM unnest(p_owners, p_deltas) AS d(owner, delta)
+        WHERE l.owner = d.owner;
+        RETURN;
+    END IF;
+    v_limit := (engram._setting_quotas() ->> p_counter)::bigint;
+    WITH d AS (SELECT x.owner, x.delta,
+                      CASE WHEN p_counter = 'memories' THEN x.delta ELSE 0 END AS memories,
+                      CASE WHEN p_counter = 'events' THEN x.delta ELSE 0 END AS events,
+                      CASE WHEN p_counter = 'image_bytes' THEN x.delta ELSE 0 END AS image_bytes,
+                      CASE WHEN p_counter = 'slots' THEN x.delta ELSE 0 END AS slots,
+                      CASE WHEN p_counter = 'workspaces' THEN x.delta ELSE 0 END AS workspaces,
+                      CASE WHEN p_counter = 'states' THEN x.delta ELSE 0 END AS states
+               FROM unnest(p_owners, p_deltas) AS x(owner, delta)),
+         u AS (
+        INSERT INTO engram.owner_locks AS l (owner, memories, events, image_bytes, slots, workspaces, states)
+        SELECT d.owner, d.memories, d.events, d.image_bytes, d.slots, d.workspaces, d.states FROM d ORDER BY d.owner
+        ON CONFLICT (owner) DO UPDATE SET
+            memories = l.memories + excluded.memories, events = l.events + excluded.events,
+            image_bytes = l.image_bytes + excluded.image_bytes, slots = l.slots + excluded.slots,
+            workspaces = l.workspaces + excluded.workspaces, states = l.states + excluded.states
+        RETURNING l.owner, CASE p_counter WHEN 'memories' THEN l.memories WHEN 'events' THEN l.events
+                                          WHEN 'image_bytes' THEN l.image_bytes WHEN 'slots' THEN l.slots
+                                          WHEN 'workspaces' THEN l.workspaces ELSE l.states END AS used)
+    SELECT u.owner, u.used INTO v_owner, v_used FROM u WHERE u.used > v_limit ORDER BY u.owner LIMIT 1;
+    IF v_owner IS NOT NULL THEN
+        RAISE EXCEPTION 'owner % would store % % (quota engram.max_%_per_owner = %); nothing was written. Free room (hard forget, purge, release images, delete slots) or ask a superuser to raise it: ALTER DATABASE % SET engram.max_%_per_owner = ... (or ALTER SYSTEM SET ..., then SELECT pg_reload_conf())',
+            engram._echo(v_owner), v_used, replace(p_counter, '_', ' '), p_counter, v_limit,
+            quote_ident(current_database()), p_counter
+            USING ERRCODE = '54000';
+    END IF;
+END
+$fn$;
+
+-- AFTER INSERT and AFTER DELETE, per statement, on each counted table;
+-- TG_ARGV[0] names the counter. Rows of memories, events, slots,
+-- workspaces and states count one each; images count their bytes.
+CREATE FUNCTION engram._count_usage() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owners text[];
+    v_deltas bigint[];
+BEGIN
+    IF TG_OP = 'INSERT' AND TG_TABLE_NAME = 'images' THEN
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM new_rows x GROUP BY x.owner) d;
+    ELSIF TG_OP = 'INSERT' THEN
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, count(*) AS n FROM new_rows x GROUP BY x.owner) d;
+    ELSIF TG_TABLE_NAME = 'images' THEN
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(-d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM old_rows x GROUP BY x.owner) d;
+    ELSE
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(-d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, count(*) AS n FROM old_rows x GROUP BY x.owner) d;
+    END IF;
+    PERFORM engram._add_usage(TG_ARGV[0], v_owners, v_deltas);
+    RETURN NULL;
+END
+$fn$;
+
+-- TRUNCATE of a counted table (a DBA's): count again.
+CREATE FUNCTION engram._usage_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram.recount_usage();
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.events
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.events
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.images
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.images
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.slots
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.slots
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.workspaces
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.workspaces
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+CREATE TRIGGER usage_insert AFTER INSERT ON engram.states
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+CREATE TRIGGER usage_delete AFTER DELETE ON engram.states
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.events
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.images
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.slots
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.workspaces
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.states
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
+
+-- Counts every owner's usage again from the rows, for DBAs: after a
+-- restore with triggers disabled (pg_restore --disable-triggers), or any
+-- doubt; the upgrade to 0.7.0 and the TRUNCATE triggers run it. Counts
+-- only, never refuses (an owner may be over a quota lowered since).
+-- Returns the number of owners counted.
+CREATE FUNCTION engram.recount_usage() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    PERFORM engram._require_privileged('recount_usage');
+    INSERT INTO engram.owner_locks AS l (owner)
+    SELECT o.owner FROM (
+        SELECT m.owner FROM engram.memories m UNION SELECT e.owner FROM engram.events e
+        UNION SELECT i.owner FROM engram.images i UNION SELECT s.owner FROM engram.slots s
+        UNION SELECT w.owner FROM engram.workspaces w UNION SELECT x.owner FROM engram.states x) o
+    ORDER BY o.owner
+    ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM engram.owner_locks l ORDER BY l.owner FOR UPDATE;
+    UPDATE engram.owner_locks AS l SET
+        memories = coalesce((SELECT count(*) FROM engram.memories m WHERE m.owner = l.owner), 0),
+        events = coalesce((SELECT count(*) FROM engram.events e WHERE e.owner = l.owner), 0),
+        image_bytes = coalesce((SELECT sum(i.bytes) FROM engram.images i WHERE i.owner = l.owner), 0),
+        slots = coalesce((SELECT count(*) FROM engram.slots s WHERE s.owner = l.owner), 0),
+        workspaces = coalesce((SELECT count(*) FROM engram.workspaces w WHERE w.owner = l.owner), 0),
+        states = coalesce((SELECT count(*) FROM engram.states x WHERE x.owner = l.owner), 0);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$fn$;
+
+-- Usage against each quota, for engram.stats: {counter: {used, limit}};
+-- for the whole database (p_owner NULL), `used` is the busiest owner's.
+CREATE FUNCTION engram._quotas(p_owner text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_limits jsonb := engram._setting_quotas();
+    v_used   jsonb;
+BEGIN
+    SELECT jsonb_build_object('memories', coalesce(max(l.memories), 0), 'events', coalesce(max(l.events), 0),
+                              'image_bytes', coalesce(max(l.image_bytes), 0), 'slots', coalesce(max(l.slots), 0),
+                              'workspaces', coalesce(max(l.workspaces), 0), 'states', coalesce(max(l.states), 0))
+    INTO v_used FROM engram.owner_locks l WHERE p_owner IS NULL OR l.owner = p_owner;
+    RETURN (SELECT jsonb_object_agg(k.key, jsonb_build_object('used', v_used -> k.key, 'limit', k.value,
+                                                              'setting', 'engram.max_' || k.key || '_per_owner'))
+            FROM jsonb_each(v_limits) k);
 END
 $fn$;
 
@@ -1720,7 +2047,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_count bigint;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('purge');
     IF purge.older_than IS NULL OR purge.older_than < interval '0' THEN
         RAISE EXCEPTION 'older_than must be a non-negative interval, e.g. purge(older_than => ''90 days'')'
             USING ERRCODE = '22023';
@@ -1760,13 +2087,15 @@ DECLARE
     v_counts jsonb := '{}';
     n        bigint;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('erase_owner');
     IF v_owner IS NULL THEN
         RAISE EXCEPTION 'erase_owner needs the owner to erase, e.g. SELECT engram.erase_owner(owner => ''alice'')'
             USING ERRCODE = '22004';
     END IF;
-    -- Waits for the owner's writes in flight; later ones wait for this one.
-    PERFORM engram._lock_owner(v_owner);
+    -- Waits for the owner's writes in flight; later ones wait for this one
+    -- and then fail (engram._lock_owner sees the tombstone left below).
+    INSERT INTO engram.owner_locks AS l (owner) VALUES (v_owner) ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM engram.owner_locks l WHERE l.owner = v_owner FOR UPDATE;
     DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('access_rows', n);
@@ -1807,7 +2136,11 @@ BEGIN
     DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('audit_rows', n);
-    DELETE FROM engram.owner_locks l WHERE l.owner = v_owner;
+    -- The lock row stays as a tombstone: the owner's name, when it was
+    -- erased, and zero usage (like the audit row of the erasure).
+    UPDATE engram.owner_locks AS l SET erased_at = clock_timestamp(), memories = 0, events = 0, image_bytes = 0,
+                                       slots = 0, workspaces = 0, states = 0
+    WHERE l.owner = v_owner;
     PERFORM engram._audit(v_owner, 'erase_owner', NULL, v_counts);
     RETURN v_counts;
 END
@@ -1823,7 +2156,7 @@ CREATE FUNCTION engram.export_memories(owner text DEFAULT NULL, after uuid DEFAU
 RETURNS TABLE (id uuid, memory jsonb)
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('export_memories');
     IF export_memories.owner IS NULL OR btrim(export_memories.owner) = '' THEN
         RAISE EXCEPTION 'export_memories needs the owner to export, e.g. export_memories(owner => ''alice'')'
             USING ERRCODE = '22004';
@@ -1847,38 +2180,53 @@ $fn$;
 -- when the id is already this owner's, 'duplicate' when an active memory
 -- with the same content and scope is, else 'created'. An id that belongs
 -- to another owner is refused.
-CREATE FUNCTION engram.import_memory(owner text DEFAULT NULL, memory jsonb DEFAULT NULL, embedding vector DEFAULT NULL)
+CREATE FUNCTION engram.import_memory(owner text DEFAULT NULL, memory jsonb DEFAULT NULL, embedding vector DEFAULT NULL,
+                                     keep_provenance boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner text := coalesce(nullif(btrim(import_memory.owner), ''), import_memory.memory ->> 'owner');
+    v_owner text := nullif(btrim(import_memory.owner), '');
     r       engram.memories;
     v_other text;
     v_vec   vector;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('import_memory');
     IF import_memory.memory IS NULL OR jsonb_typeof(import_memory.memory) <> 'object'
        OR NOT (import_memory.memory ? 'id') OR NOT (import_memory.memory ? 'content') THEN
         RAISE EXCEPTION 'import_memory needs one exported memory: a JSON object with at least id and content (engram.export_memories writes them)'
             USING ERRCODE = '22023';
     END IF;
-    IF v_owner IS NULL OR v_owner = '' THEN
-        RAISE EXCEPTION 'import_memory needs an owner: pass owner => ''alice'' or import a memory that names one'
+    -- The owner is the importer's to name, never the file's: a file cannot
+    -- pick whose memories it joins (the owner a line names is ignored;
+    -- engram-mcp import checks that a file names one owner, or takes --owner).
+    IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'import_memory needs the owner to import into: pass owner => ''alice'' (engram-mcp import --owner)'
             USING ERRCODE = '22004';
     END IF;
     -- The embedding is read apart: the row type's column has the database's
     -- dimension, and an export from another model must reach the check
     -- below (a clear error), not a cast error.
     r := jsonb_populate_record(NULL::engram.memories, import_memory.memory - 'content_tsv' - 'embedding');
+    -- Provenance (source, author, trust, revision authors) comes from the
+    -- file only when the DBA says so (keep_provenance => true): by default
+    -- an imported memory is a plain memory written by an agent, its trust
+    -- computed anew from its age, corrections and flags, and its revisions
+    -- changed by the importing role.
+    IF NOT coalesce(import_memory.keep_provenance, false) THEN
+        r.source := 'memory';
+        r.author_type := 'agent';
+        r.trust_score := NULL;
+    END IF;
     -- What a hand-written or older file leaves out takes remember's defaults.
     r.kind := coalesce(r.kind, 'semantic');
     r.source := coalesce(r.source, 'memory');
-    r.tags := coalesce(r.tags, '{}');
+    r.tags := coalesce(engram._tag_set(r.tags), '{}');
     r.metadata := coalesce(r.metadata, '{}');
     r.importance := coalesce(r.importance, 0.5);
     r.author_type := coalesce(r.author_type, 'agent');
     PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(r.metadata),
         octet_length(r.metadata::text), r.importance, r.author_type, r.internal_type);
+    PERFORM engram._check_doc('metadata', r.metadata);
     v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
     PERFORM engram._check_vector(v_vec, 'embedding');
     PERFORM engram._lock_owner(v_owner);
@@ -1905,15 +2253,22 @@ BEGIN
          r.metadata, v_vec, r.author_type, r.importance,
          coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
          coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
-         coalesce(r.trust_score, 0.7), coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
+         coalesce(r.trust_score, engram._trust_of(r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
+         coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
          coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5));
     INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
                                   reason, is_correction, changed_by)
-    SELECT r.id, v.revision, v_owner, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
-           v.is_correction, v.changed_by
-    FROM jsonb_populate_recordset(NULL::engram.revisions, coalesce(import_memory.memory -> 'revisions', '[]')) v;
+    SELECT r.id, v.revision, v_owner, v.content, coalesce(v.tags, '{}'), coalesce(v.metadata, '{}'),
+           coalesce(v.written_at, now()), coalesce(v.replaced_at, now()), left(v.reason, 1000),
+           coalesce(v.is_correction, false),
+           CASE WHEN coalesce(import_memory.keep_provenance, false) THEN coalesce(v.changed_by, engram._caller_role())
+                ELSE engram._caller_role() END
+    FROM jsonb_populate_recordset(NULL::engram.revisions,
+             CASE WHEN jsonb_typeof(import_memory.memory -> 'revisions') = 'array'
+                  THEN import_memory.memory -> 'revisions' ELSE '[]' END) v;
     PERFORM engram._audit(v_owner, 'import', r.id,
-        jsonb_build_object('reembedded', import_memory.embedding IS NOT NULL));
+        jsonb_build_object('reembedded', import_memory.embedding IS NOT NULL,
+                           'kept_provenance', coalesce(import_memory.keep_provenance, false)));
     RETURN 'created';
 END
 $fn$;
@@ -1949,7 +2304,7 @@ RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text;
-    v_tags  text[] := coalesce(resource_create.tags, '{}');
+    v_tags  text[] := coalesce(engram._tag_set(resource_create.tags), '{}');
     v_key   bytea;
     v_id    uuid;
     r       engram.memories;
@@ -2019,6 +2374,7 @@ BEGIN
         PERFORM engram._check_resource_name(resource_update.name);
     END IF;
     PERFORM engram._check_new_content(r, resource_update.content, resource_update.embedding);
+    PERFORM engram._check_1d('tags', resource_update.tags);
     IF resource_update.tags IS NOT NULL THEN
         PERFORM engram._check_tags(resource_update.tags, NULL, r.tags);
     END IF;
@@ -2094,7 +2450,7 @@ CREATE FUNCTION engram.schedule_maintenance(
 RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('schedule_maintenance');
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname = 'pg_cron') THEN
         RAISE EXCEPTION 'pg_cron is not installed in this database; install postgresql-15-cron, set shared_preload_libraries = ''pg_cron'' and cron.database_name = ''%'', restart, then CREATE EXTENSION pg_cron', current_database()
             USING ERRCODE = '55000';
@@ -2145,7 +2501,7 @@ DECLARE
     v_token text;
     v_id    uuid;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('create_token');
     -- two v4 UUIDs from pg_strong_random: 244 random bits
     v_token := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
     IF create_token.owner IS NULL OR btrim(create_token.owner) = '' THEN
@@ -2216,6 +2572,7 @@ BEGIN
         v_owner := r.owner;
         v_platform := r.platform;
     END IF;
+    PERFORM engram._check_short('act_as', bind.act_as, 256);
     IF bind.act_as IS NOT NULL AND bind.act_as IS DISTINCT FROM v_owner THEN
         IF NOT v_platform THEN
             RAISE EXCEPTION 'act_as needs a platform token; a user token acts only for its own owner'
@@ -2314,7 +2671,7 @@ DECLARE
     v_ids uuid[];
     r     record;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('revoke_token');
     IF revoke_token.token_id IS NULL AND revoke_token.label IS NULL THEN
         RAISE EXCEPTION 'name the token: token_id => ''<uuid>'' or label => ''<label>'' (with owner => ''<owner>'')'
             USING ERRCODE = '22004';
@@ -2349,6 +2706,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(ghost_settings.owner, NULL, NULL, true);
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF ghost_settings.default_trust IS NULL OR ghost_settings.default_trust NOT BETWEEN 0 AND 5 THEN
         RAISE EXCEPTION 'default_trust % is out of range; pass 0 (talk to nobody without a grant) to 5', coalesce(ghost_settings.default_trust::text, 'NULL')
             USING ERRCODE = '22023';
@@ -2374,10 +2732,12 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller("grant".owner, NULL, NULL, true);
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF "grant".accessor IS NULL OR btrim("grant".accessor) = '' THEN
         RAISE EXCEPTION 'accessor is required; name the owner whose conversations with your ghost get this trust'
             USING ERRCODE = '22004';
     END IF;
+    PERFORM engram._check_short('accessor', "grant".accessor, 256);
     IF "grant".accessor = v_owner THEN
         RAISE EXCEPTION 'an owner always sees its own memories; grant trust to someone else'
             USING ERRCODE = '22023';
@@ -2400,6 +2760,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(revoke_grant.owner, NULL, NULL, true);
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     DELETE FROM engram.grants g WHERE g.owner = v_owner AND g.accessor = revoke_grant.accessor;
     IF NOT FOUND THEN
         RETURN false;
@@ -2466,7 +2827,7 @@ BEGIN
             p_denied := 'not a member of the group';
         END IF;
     ELSE
-        RAISE EXCEPTION 'ghost_type % is unknown; use user, space or group', coalesce(p_ghost_type, 'NULL')
+        RAISE EXCEPTION 'ghost_type % is unknown; use user, space or group', engram._echo(p_ghost_type)
             USING ERRCODE = '22023';
     END CASE;
 END
@@ -2503,7 +2864,7 @@ DECLARE
     v_view     record;
     s          engram.read_scope;
 BEGIN
-    PERFORM engram._check_filters(ghost_search.kinds, ghost_search.tags_all, ghost_search.tags_any, NULL, NULL);
+    PERFORM engram._check_flat_filters(ghost_search.kinds, ghost_search.tags_all, ghost_search.tags_any, NULL, NULL);
     v_view := engram._ghost_scope(v_accessor, ghost_search.ghost_type, ghost_search.ghost_id);
     IF v_view.p_denied IS NOT NULL THEN
         PERFORM engram._ghost_denied(v_accessor, ghost_search.ghost_type, ghost_search.ghost_id, v_view.p_denied, NULL, NULL);
@@ -2576,7 +2937,7 @@ DECLARE
     v_view     record;
     s          engram.read_scope;
 BEGIN
-    PERFORM engram._check_filters(ghost_list.kinds, ghost_list.tags_all, NULL, NULL, NULL);
+    PERFORM engram._check_flat_filters(ghost_list.kinds, ghost_list.tags_all, NULL, NULL, NULL);
     v_view := engram._ghost_scope(v_accessor, ghost_list.ghost_type, ghost_list.ghost_id);
     IF v_view.p_denied IS NOT NULL THEN
         PERFORM engram._ghost_denied(v_accessor, ghost_list.ghost_type, ghost_list.ghost_id, v_view.p_denied, NULL, NULL);
@@ -2604,6 +2965,18 @@ BEGIN
         RAISE EXCEPTION 'publish to exactly one target: space => ''<space id>'' or group_id => ''<group id>'''
             USING ERRCODE = '22023';
     END IF;
+    PERFORM engram._check_short('space', publish.space, 200);
+    PERFORM engram._check_short('group_id', publish.group_id, 200);
+    -- A group is closed (SPEC 8.5): what is published there reaches its
+    -- members' prompts, so only members, platform tokens and DBAs publish.
+    IF publish.group_id IS NOT NULL AND NOT engram._caller_privileged()
+       AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false)
+       AND NOT EXISTS (SELECT 1 FROM engram.group_members g
+                       WHERE g.group_id = publish.group_id AND g.member = v_owner) THEN
+        RAISE EXCEPTION 'owner % is not a member of group %; only members publish to a group (a DBA or a platform token adds members with engram.add_member)', engram._echo(v_owner), engram._echo(publish.group_id)
+            USING ERRCODE = '42501';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, publish.id, NULL, NULL, true);
     PERFORM engram._require_writable(r, 'publish');
     INSERT INTO engram.publications AS p (memory_id, owner, space, group_id)
@@ -2631,6 +3004,7 @@ DECLARE
     r       engram.memories;
     v_count bigint;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, unpublish.id, NULL, NULL, true);
     DELETE FROM engram.publications p
     WHERE p.memory_id = r.id
@@ -2645,13 +3019,44 @@ BEGIN
 END
 $fn$;
 
+-- Administrative functions (tokens, erasure, export/import, maintenance,
+-- configuration) run only for a privileged caller whose privilege is not
+-- withheld (extension/src/privilege.rs): an EXECUTE grant alone does not
+-- let code of another role that a DBA's statement runs (a trigger, a view,
+-- a column default) reach them.
+CREATE FUNCTION engram._require_privileged(p_action text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._check_planted();
+    IF NOT engram._caller_privileged() THEN
+        RAISE EXCEPTION '% is for DBAs (a superuser, or a role granted SET ON PARAMETER engram.owner)%', p_action,
+            engram._withheld_note()
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+
+-- '' or, when the session's role is privileged but its privilege is
+-- withheld from this call, why (for the refusal's message).
+CREATE FUNCTION engram._withheld_note() RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_withheld text := engram._withheld_privilege();
+BEGIN
+    RETURN CASE WHEN v_withheld IS NULL THEN ''
+                ELSE format('; engram does not lend the privileges of role %s to this call: %s',
+                            engram._caller_role(), v_withheld) END;
+END
+$fn$;
+
 -- Group membership is administered by DBAs and platform tokens.
 CREATE FUNCTION engram._require_admin(p_action text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
     IF NOT engram._caller_privileged() AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
-        RAISE EXCEPTION '% is for DBAs and platform tokens; bind with a platform token (engram.bind)', p_action
+        RAISE EXCEPTION '% is for DBAs and platform tokens; bind with a platform token (engram.bind)%', p_action,
+            engram._withheld_note()
             USING ERRCODE = '42501';
     END IF;
 END
@@ -2661,6 +3066,11 @@ CREATE FUNCTION engram.add_member(group_id text DEFAULT NULL, member text DEFAUL
 LANGUAGE plpgsql AS $fn$
 BEGIN
     PERFORM engram._require_admin('add_member');
+    PERFORM engram._check_short('group_id', add_member.group_id, 200);
+    PERFORM engram._check_short('member', add_member.member, 256);
+    IF add_member.member IS NOT NULL THEN
+        PERFORM engram._lock_owner(add_member.member);
+    END IF;
     IF btrim(coalesce(add_member.group_id, '')) = '' OR btrim(coalesce(add_member.member, '')) = '' THEN
         RAISE EXCEPTION 'group_id and member are required, e.g. add_member(group_id => ''team-a'', member => ''alice'')'
             USING ERRCODE = '22004';
@@ -2679,6 +3089,11 @@ CREATE FUNCTION engram.remove_member(group_id text DEFAULT NULL, member text DEF
 LANGUAGE plpgsql AS $fn$
 BEGIN
     PERFORM engram._require_admin('remove_member');
+    PERFORM engram._check_short('group_id', remove_member.group_id, 200);
+    PERFORM engram._check_short('member', remove_member.member, 256);
+    IF remove_member.member IS NOT NULL THEN
+        PERFORM engram._lock_owner(remove_member.member);
+    END IF;
     DELETE FROM engram.group_members g WHERE g.group_id = remove_member.group_id AND g.member = remove_member.member;
     IF NOT FOUND THEN
         RETURN false;
@@ -2750,6 +3165,7 @@ DECLARE
     v_owner text := engram._caller(slot_set.owner, NULL, NULL, true);
     r       engram.slots;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_slot(slot_set.label, slot_set.workspace);
     IF slot_set.size_limit IS NULL OR slot_set.size_limit NOT BETWEEN 1 AND 262144 THEN
         RAISE EXCEPTION 'size_limit % is out of range; pass 1 to 262144 characters', coalesce(slot_set.size_limit::text, 'NULL')
@@ -2777,6 +3193,7 @@ DECLARE
     r       engram.slots;
     v_new   text;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_slot(slot_append.label, slot_append.workspace);
     IF slot_append.content IS NULL OR slot_append.content = '' THEN
         RAISE EXCEPTION 'content is required; pass the text to append'
@@ -2809,7 +3226,7 @@ BEGIN
     SELECT v.content INTO v_content FROM engram._visible_slots(v_owner, slot_get.workspace) v
     WHERE v.label = slot_get.label;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'slot % not found; use engram.slot_list to see your slots, or engram.slot_set to create it', slot_get.label
+        RAISE EXCEPTION 'slot % not found; use engram.slot_list to see your slots, or engram.slot_set to create it', engram._echo(slot_get.label)
             USING ERRCODE = 'P0002';
     END IF;
     RETURN v_content;
@@ -2840,6 +3257,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(slot_delete.owner, NULL, NULL, true);
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_slot(slot_delete.label, slot_delete.workspace);
     DELETE FROM engram.slots s
     WHERE s.owner = v_owner AND s.workspace = coalesce(slot_delete.workspace, '') AND s.label = slot_delete.label;
@@ -2866,11 +3284,11 @@ BEGIN
     PERFORM engram._check_name(p_argument, p_name);
     SELECT * INTO w FROM engram.workspaces x WHERE x.owner = p_owner AND x.name = p_name;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'Workspace "%" not found. Use memory_workspace_list (SQL: engram.workspace_list) to see your workspaces, or memory_workspace_create to start one', p_name
+        RAISE EXCEPTION 'Workspace "%" not found. Use memory_workspace_list (SQL: engram.workspace_list) to see your workspaces, or memory_workspace_create to start one', engram._echo(p_name)
             USING ERRCODE = 'P0002';
     END IF;
     IF p_write AND w.status = 'archived' THEN
-        RAISE EXCEPTION 'Workspace "%" is archived. Restore it with memory_workspace_archive (SQL: engram.workspace_archive) and restore => true first', p_name
+        RAISE EXCEPTION 'Workspace "%" is archived. Restore it with memory_workspace_archive (SQL: engram.workspace_archive) and restore => true first', engram._echo(p_name)
             USING ERRCODE = '55000';
     END IF;
     RETURN w;
@@ -2894,6 +3312,7 @@ BEGIN
     IF p_list IS NULL THEN
         RETURN;
     END IF;
+    PERFORM engram._check_1d(p_what, p_list);
     IF cardinality(p_list) > 1000 THEN
         RAISE EXCEPTION '% has % entries; the limit is 1000', p_what, cardinality(p_list)
             USING ERRCODE = '54000';
@@ -2931,6 +3350,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM engram._check_text('preferences', p_preferences::text, 32768);
+    PERFORM engram._check_doc('preferences', p_preferences);
 END
 $fn$;
 
@@ -2944,6 +3364,7 @@ DECLARE
     v_owner text := engram._caller(workspace_create.owner, NULL, NULL, true);
     w       engram.workspaces;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_name('name', workspace_create.name);
     PERFORM engram._check_workspace_fields(workspace_create.description, workspace_create.root_folder,
         workspace_create.purpose, workspace_create.workflows, workspace_create.key_files, workspace_create.preferences);
@@ -3052,6 +3473,7 @@ DECLARE
     v_owner text := engram._caller(workspace_update.owner, NULL, NULL, true);
     w       engram.workspaces := engram._workspace(v_owner, workspace_update.name, true, 'name');
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF workspace_update.new_name IS NOT NULL THEN
         PERFORM engram._check_name('new_name', workspace_update.new_name);
         IF workspace_update.new_name <> w.name AND EXISTS (
@@ -3100,6 +3522,7 @@ DECLARE
     w       engram.workspaces := engram._workspace(v_owner, workspace_archive.name, false, 'name');
     v_to    text := CASE WHEN coalesce(workspace_archive.restore, false) THEN 'active' ELSE 'archived' END;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF w.status <> v_to THEN
         UPDATE engram.workspaces AS x
         SET status = v_to, archived_at = CASE WHEN v_to = 'archived' THEN now() END, updated_at = now()
@@ -3143,6 +3566,7 @@ DECLARE
     w       engram.workspaces := engram._workspace(v_owner, state_save.workspace, true);
     s       engram.states;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_name('name', state_save.name);
     PERFORM engram._check_text('description', state_save.description, 8192);
     PERFORM engram._check_text('conversation_context', state_save.conversation_context, 65536);
@@ -3204,7 +3628,7 @@ BEGIN
         SELECT * INTO s FROM engram.states x WHERE x.workspace_id = w.id AND x.name = state_load.name;
     END IF;
     IF s.id IS NULL THEN
-        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) to see its states', coalesce(state_load.name, '(latest)'), w.name
+        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) to see its states', engram._echo(coalesce(state_load.name, '(latest)')), w.name
             USING ERRCODE = 'P0002';
     END IF;
     RETURN engram._state_json(s, w.name);
@@ -3220,13 +3644,14 @@ DECLARE
     w       engram.workspaces := engram._workspace(v_owner, state_archive.workspace, false);
     s       engram.states;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_name('name', state_archive.name);
     UPDATE engram.states AS x
     SET archived_at = CASE WHEN coalesce(state_archive.restore, false) THEN NULL ELSE coalesce(x.archived_at, now()) END
     WHERE x.workspace_id = w.id AND x.name = state_archive.name
     RETURNING x.* INTO s;
     IF s.id IS NULL THEN
-        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) with include_archived => true to see its states', state_archive.name, w.name
+        RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) with include_archived => true to see its states', engram._echo(state_archive.name), w.name
             USING ERRCODE = 'P0002';
     END IF;
     PERFORM engram._audit(v_owner, CASE WHEN s.archived_at IS NULL THEN 'state_restore' ELSE 'state_archive' END, NULL,
@@ -3286,6 +3711,7 @@ DECLARE
     v_id      uuid := gen_random_uuid();
     v_importance real := coalesce(capture.importance, 0.5);
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF capture.event_type IS NULL THEN
         RAISE EXCEPTION 'event_type is required: conversation, tool_invocation, file_read, file_write, code_approval, code_rejection, observation or summary'
             USING ERRCODE = '22004';
@@ -3301,6 +3727,8 @@ BEGIN
     PERFORM engram._check_text('tool_name', capture.tool_name, 200);
     PERFORM engram._check_text('tool_input', capture.tool_input::text, 65536);
     PERFORM engram._check_text('tool_output', capture.tool_output::text, 65536);
+    PERFORM engram._check_doc('tool_input', capture.tool_input);
+    PERFORM engram._check_doc('tool_output', capture.tool_output);
     PERFORM engram._check_text('error', capture.error, 8192);
     PERFORM engram._check_text('file_path', capture.file_path, 4096);
     IF capture.duration_ms IS NOT NULL AND capture.duration_ms < 0 THEN
@@ -3382,6 +3810,7 @@ DECLARE
     v_vec   vector;
     v_count integer;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     IF set_embeddings.ids IS NULL OR set_embeddings.embeddings IS NULL
        OR cardinality(set_embeddings.ids) <> cardinality(set_embeddings.embeddings) THEN
         RAISE EXCEPTION 'ids and embeddings are required and must have the same length'
@@ -3480,6 +3909,7 @@ DECLARE
     v_ws    text;
     r       record;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_name('session_id', summarize.session_id, '2026-11-23-a');
     IF summarize.content IS NULL OR btrim(summarize.content) = '' THEN
         RAISE EXCEPTION 'content is required: the summary of the session''s events since its last summary (engram.session_events)'
@@ -3810,7 +4240,7 @@ DECLARE
     v_holds  bigint;
     v_erased bigint;
 BEGIN
-    PERFORM engram._check_planted();
+    PERFORM engram._require_privileged('rebuild_image_holds');
     PERFORM 1 FROM engram.images i ORDER BY i.owner, i.sha256 FOR UPDATE;
     DELETE FROM engram.image_holds;
     INSERT INTO engram.image_holds (owner, memory_id, sha256)
@@ -3931,6 +4361,7 @@ DECLARE
     v_sha   text := engram._image_id(vision_embed.sha256);
     r       engram.images;
 BEGIN
+    PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_image_vector(vision_embed.embedding, 'embedding');
     IF vision_embed.model IS NULL OR btrim(vision_embed.model) = '' OR octet_length(vision_embed.model) > 200 THEN
         RAISE EXCEPTION 'model is required: the name of the image model that computed the embedding (1 to 200 bytes)'
@@ -4031,7 +4462,8 @@ REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;

@@ -199,8 +199,22 @@ CREATE TABLE engram.group_members (
 -- serialise that owner's writes (duplicate and conflict checks see every
 -- committed or concurrent write). A table, not an advisory lock, so that no
 -- other role can take the lock.
+-- Since 0.7.0 it also holds what the owner stores against the per-owner
+-- quotas (SPEC 8.5; kept by the counting triggers in api.sql, under the
+-- same row lock, so a quota check never counts rows), and, after
+-- engram.erase_owner, when the owner was erased: a write that waited for
+-- the lock while the erasure ran, or whose transaction began before it,
+-- fails instead of writing into the erased owner. Derived data: not dumped
+-- (engram.recount_usage rebuilds the counts), never readable by engram_agent.
 CREATE TABLE engram.owner_locks (
-    owner text PRIMARY KEY
+    owner       text PRIMARY KEY,
+    erased_at   timestamptz,
+    memories    bigint NOT NULL DEFAULT 0,
+    events      bigint NOT NULL DEFAULT 0,
+    image_bytes bigint NOT NULL DEFAULT 0,
+    slots       bigint NOT NULL DEFAULT 0,
+    workspaces  bigint NOT NULL DEFAULT 0,
+    states      bigint NOT NULL DEFAULT 0
 );
 
 -- Slots (agentmemory, SPEC 9): named, size-limited text blocks an agent

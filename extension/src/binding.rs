@@ -10,7 +10,7 @@
 //! Everyone else is *restricted*: bound only through `engram.bind(token)`,
 //! acting only for the bound owner.
 
-use crate::gucs;
+use crate::{gucs, privilege};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -51,15 +51,22 @@ fn outer_role() -> pg_sys::Oid {
     unsafe { pg_sys::GetOuterUserId() }
 }
 
-/// Whether the calling role may set `engram.owner` directly.
+/// Whether the calling role may set `engram.owner` directly: the session's
+/// role is privileged and no code of an unprivileged role is running under
+/// it (see privilege.rs).
 #[pg_extern(volatile, parallel_safe)]
 fn _caller_privileged() -> bool {
-    let role = outer_role();
-    // SAFETY: catalogue lookups on a valid role oid within a transaction.
-    unsafe {
-        pg_sys::superuser_arg(role)
-            || pg_sys::pg_parameter_aclcheck(c"engram.owner".as_ptr(), role, pg_sys::ACL_SET as pg_sys::AclMode)
-                == pg_sys::AclResult::ACLCHECK_OK
+    privilege::role_privileged(outer_role()) && privilege::withheld().is_none()
+}
+
+/// Why a privileged session role's call is treated as a restricted one right
+/// now (for the error message), or NULL.
+#[pg_extern(volatile, parallel_safe)]
+fn _withheld_privilege() -> Option<String> {
+    if privilege::role_privileged(outer_role()) {
+        privilege::withheld()
+    } else {
+        None
     }
 }
 

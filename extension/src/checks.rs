@@ -29,7 +29,7 @@ fn _check_memory(
     let tag_list = strs(&tags);
     validate::check_tags(&tag_list).or_raise();
     validate::check_metadata(metadata_type.unwrap_or("null"), metadata_bytes.unwrap_or(0) as usize).or_raise();
-    validate::check_unit_interval("importance", f64::from(importance.unwrap_or(f32::NAN))).or_raise();
+    validate::check_unit_interval("importance", importance.map(f64::from)).or_raise();
     validate::check_author_type(author_type.unwrap_or("NULL")).or_raise();
     let tag_list: Vec<&str> = tag_list.into_iter().flatten().collect();
     tags::check_memory_scope(internal_type, &tag_list).or_raise();
@@ -61,6 +61,15 @@ fn _check_tags(
 #[pg_extern(immutable, parallel_safe, strict)]
 fn _check_metadata(metadata_type: &str, metadata_bytes: i32) -> bool {
     validate::check_metadata(metadata_type, metadata_bytes as usize).or_raise();
+    true
+}
+
+/// The shape of a JSON argument (`what`, e.g. metadata), given as its text:
+/// nesting depth and number range bounded, so that every reader can decode
+/// what is stored (engram_core::validate::check_json).
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _check_json(what: &str, json: &str) -> bool {
+    validate::check_json(what, json).or_raise();
     true
 }
 

@@ -31,6 +31,15 @@ static LIST_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(LIST_SEARCH_RO
 const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
 /// The largest image engram.image_put stores (SPEC 11).
 static IMAGE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(engram_core::images::DEFAULT_MAX_BYTES);
+/// Per-owner quotas (SPEC 8.5): SUSET, so a restricted role cannot raise
+/// its own. Counted in engram.owner_locks by triggers (api.sql, "quotas").
+static MAX_MEMORIES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+static MAX_EVENTS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+/// In kB (a size setting: '1GB', '500MB'); read in bytes.
+static MAX_IMAGE_KB_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+static MAX_SLOTS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+static MAX_WORKSPACES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000);
+static MAX_STATES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 /// Events of a session after which a summary is due (SPEC 9).
 static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
@@ -145,6 +154,41 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    quota(
+        c"engram.max_memories_per_owner",
+        c"Most memories one owner may store (every status, captured events included).",
+        &MAX_MEMORIES_PER_OWNER,
+    );
+    quota(
+        c"engram.max_events_per_owner",
+        c"Most captured events one owner may store.",
+        &MAX_EVENTS_PER_OWNER,
+    );
+    GucRegistry::define_int_guc(
+        c"engram.max_image_bytes_per_owner",
+        c"Most bytes of images one owner may store, e.g. '1GB'.",
+        c"A write past it fails with SQLSTATE 54000 and changes nothing. Default 1GB; only superusers change it.",
+        &MAX_IMAGE_KB_PER_OWNER,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_KB,
+    );
+    quota(
+        c"engram.max_slots_per_owner",
+        c"Most slots one owner may keep (global and per workspace).",
+        &MAX_SLOTS_PER_OWNER,
+    );
+    quota(
+        c"engram.max_workspaces_per_owner",
+        c"Most workspaces one owner may keep (archived included).",
+        &MAX_WORKSPACES_PER_OWNER,
+    );
+    quota(
+        c"engram.max_states_per_owner",
+        c"Most saved states one owner may keep (archived included).",
+        &MAX_STATES_PER_OWNER,
+    );
     GucRegistry::define_string_guc(
         c"engram.owner",
         c"The owner (collection) this session acts for.",
@@ -172,6 +216,34 @@ pub fn init() {
     // SAFETY: called from _PG_init, in the backend's main thread, with a
     // static NUL-terminated prefix; Postgres copies the string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"engram".as_ptr()) };
+}
+
+/// A per-owner count limit: SUSET, 1 to 2^31 - 1.
+fn quota(name: &'static std::ffi::CStr, short: &'static std::ffi::CStr, setting: &'static GucSetting<i32>) {
+    GucRegistry::define_int_guc(
+        name,
+        short,
+        c"A write past it fails with SQLSTATE 54000 and changes nothing; only superusers change it (ALTER SYSTEM, ALTER DATABASE ... SET).",
+        setting,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+}
+
+/// The per-owner quotas as {name: limit} (image bytes in bytes), for the
+/// counting triggers and engram.stats.
+#[pg_extern(stable, parallel_safe)]
+fn _setting_quotas() -> pgrx::JsonB {
+    pgrx::JsonB(serde_json::json!({
+        "memories": MAX_MEMORIES_PER_OWNER.get(),
+        "events": MAX_EVENTS_PER_OWNER.get(),
+        "image_bytes": i64::from(MAX_IMAGE_KB_PER_OWNER.get()) * 1024,
+        "slots": MAX_SLOTS_PER_OWNER.get(),
+        "workspaces": MAX_WORKSPACES_PER_OWNER.get(),
+        "states": MAX_STATES_PER_OWNER.get(),
+    }))
 }
 
 #[pg_extern(stable, parallel_safe)]

@@ -18,6 +18,7 @@ mod images;
 mod lists;
 mod path_guard;
 mod policy;
+mod privilege;
 mod scope;
 mod scoring;
 mod upgrade;
@@ -28,6 +29,7 @@ mod upgrade;
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     path_guard::init();
+    privilege::init();
 }
 
 // Tables, indexes and the engram_agent role come first; the plpgsql API,

@@ -286,7 +286,7 @@ async def test_health_reaches_the_embedding_service(database, tokens):
     service = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Embeddings)
     threading.Thread(target=service.serve_forever, daemon=True).start()
     with serving(database, "--embedder", "openai", "--embedder-url", f"http://127.0.0.1:{port}",
-                 "--embedder-model", "test") as base:
+                 "--embedder-model", "test", "--health-interval-ms", "0") as base:
         assert httpx.get(base + "/health").json()["embedder"] == "ok"
         service.shutdown()
         service.server_close()

@@ -101,9 +101,22 @@ async fn erase_owner_leaves_nothing_of_the_owner_and_everything_of_others() {
     );
 
     for (t, n) in rows_of(&db, "alice").await {
-        let left = if t == "audit_log" { 1 } else { 0 };
+        // the audit row of the erasure, and the lock row left as a
+        // tombstone (name, time of erasure, zero usage)
+        let left = if t == "audit_log" || t == "owner_locks" { 1 } else { 0 };
         assert_eq!(n, left, "engram.{t} still holds {n} rows of alice");
     }
+    let tombstone: bool = db
+        .admin
+        .query_one(
+            "SELECT erased_at IS NOT NULL AND memories + events + image_bytes + slots + workspaces + states = 0
+             FROM engram.owner_locks WHERE owner = 'alice'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(tombstone, "the lock row of alice is a tombstone with no usage");
     let erasure: String = db
         .admin
         .query_one("SELECT action FROM engram.audit_log WHERE owner = 'alice'", &[])

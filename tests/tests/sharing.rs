@@ -240,7 +240,12 @@ async fn spaces_and_groups_show_what_was_published_there() {
         .get::<_, bool>(0));
     assert!(ids(&bob, &space("lobby")).await.is_empty());
 
-    // a group: only members' group conversations read it
+    // a group: only its members publish there (hardening.rs), and only
+    // members' group conversations read it
+    a.db.admin
+        .batch_execute("SELECT engram.add_member(group_id => 'crew', member => 'alice')")
+        .await
+        .unwrap();
     alice
         .query_one("SELECT engram.publish(id => $1, group_id => 'crew')", &[&a.level3])
         .await

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.5.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.6.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -575,4 +575,70 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
         .unwrap();
     assert_eq!(hits.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>(), vec![tea]);
     app.batch_execute("COMMIT").await.unwrap();
+}
+
+#[tokio::test]
+async fn upgrade_from_0_6_0_keeps_images_and_tokens_and_equals_a_fresh_install() {
+    let (name, old) = install("0.6.0").await;
+    // A populated 0.6.0 database: tagged memories, a token, an image held
+    // by a put and by a memory naming it, a group.
+    let (tea, _chess, _gone) = tagged_memories(&old).await;
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let png = b"\x89PNG\r\n\x1a\n from 0.6.0".to_vec();
+    let sha: String = old
+        .query_one("SELECT engram.image_put(owner => 'alice', data => $1, mime => 'image/png')", &[&png])
+        .await
+        .unwrap()
+        .get(0);
+    let holder = create(
+        &old,
+        "alice",
+        "alice's screenshot",
+        &[0.0, 0.0, 0.6, 0.8],
+        &format!("metadata => '{{\"images\": [\"{sha}\"]}}'"),
+    )
+    .await;
+    old.batch_execute("SELECT engram.add_member('team', 'alice')").await.unwrap();
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.metadata, m.status,
+                                              m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', i.owner, i.sha256, i.refs, i.bytes), ',') FROM engram.images i)
+                    || (SELECT string_agg(concat_ws('/', h.memory_id, h.sha256), ',') FROM engram.image_holds h)
+                    || (SELECT string_agg(concat_ws('/', g.group_id, g.member), ',') FROM engram.group_members g)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+
+    // The 0.6.0 token binds and its owner's data answers; the image is held
+    // by the memory until it is hard-forgotten, then by the put.
+    let app = bound_app(&name, &token, "0.6.0").await;
+    let hits = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', tags_all => '{home}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.iter().map(|r| r.get(0)).collect::<Vec<Uuid>>(), vec![tea]);
+    app.execute("SELECT engram.forget(id => $1, hard => true)", &[&holder])
+        .await
+        .unwrap();
+    let left: i32 = app
+        .query_one("SELECT engram.image_release(sha256 => $1)", &[&sha])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    app.batch_execute("COMMIT").await.unwrap();
+    // The DBA's own calls keep their privilege after the update.
+    let n: i64 = old
+        .query_one("SELECT count(*) FROM engram.list(owner => 'alice')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n >= 1);
 }

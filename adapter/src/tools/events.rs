@@ -132,8 +132,10 @@ pub struct SessionsResult {
 }
 
 /// The session of a call: the argument, else the X-Session-Id header.
-fn session(arg: Option<String>, c: &Caller) -> Option<String> {
-    arg.or_else(|| c.session_id.clone())
+/// The header's length is checked when it is read (caller::authenticate).
+fn session(arg: Option<String>, c: &Caller) -> Result<Option<String>, String> {
+    check_opt("session_id", arg.as_deref(), MAX_ID_CHARS)?;
+    Ok(arg.or_else(|| c.session_id.clone()))
 }
 
 #[tool_router(router = events_router, vis = "pub(super)")]
@@ -152,7 +154,7 @@ impl EngramServer {
     ) -> Result<Json<CaptureResult>, String> {
         self.run("memory_capture", async {
             let c = caller(&parts)?;
-            let session = session(a.session_id, &c);
+            let session = session(a.session_id, &c)?;
             let parent = a.parent_event_id.as_deref().map(parse_id).transpose()?;
             if let Some(text) = &a.content {
                 check_size("content", text, MAX_CONTENT_BYTES)?;
@@ -188,9 +190,9 @@ impl EngramServer {
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
-            let r = &rows[0];
-            let status: String = r.get(0);
-            let due: bool = r.get(3);
+            let r = first(&rows)?;
+            let status: String = r.col(0)?;
+            let due: bool = r.col(3)?;
             let bg = &self.shared.background;
             if status == "captured" {
                 bg.embed(&c);
@@ -202,8 +204,8 @@ impl EngramServer {
             }
             Ok(CaptureResult {
                 status,
-                id: r.get(1),
-                reason: r.get(2),
+                id: r.col(1)?,
+                reason: r.col(2)?,
                 summary_due: due,
                 summarizing: due && bg.summarizes(),
             })
@@ -223,7 +225,6 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ContextArgs>,
     ) -> Result<Json<ContextResult>, String> {
-        self.note_caller(&parts);
         self.run("memory_context", async {
             let c = caller(&parts)?;
             let query = a.query_text.filter(|q| !q.trim().is_empty());
@@ -234,7 +235,7 @@ impl EngramServer {
                 }
                 None => None,
             };
-            let session = session(a.session_id, &c);
+            let session = session(a.session_id, &c)?;
             let rows = self
                 .shared
                 .db
@@ -283,7 +284,7 @@ impl EngramServer {
         self.run("memory_summarize", async {
             let c = caller(&parts)?;
             check_size("content", &a.content, MAX_CONTENT_BYTES)?;
-            let session = session(a.session_id, &c);
+            let session = session(a.session_id, &c)?;
             let rows = self
                 .shared
                 .db
@@ -295,7 +296,9 @@ impl EngramServer {
                 .await
                 .map_err(|e| db_error(e, None))?;
             self.shared.background.embed(&c);
-            Ok(SummarizeResult { id: rows[0].get(0) })
+            Ok(SummarizeResult {
+                id: first(&rows)?.col(0)?,
+            })
         })
         .await
     }
@@ -310,7 +313,6 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<SessionsArgs>,
     ) -> Result<Json<SessionsResult>, String> {
-        self.note_caller(&parts);
         let sql = "SELECT session_id, workspace, first_event_at::text, last_event_at::text, events, has_summary
                    FROM engram.sessions(workspace => $1::text, lim => coalesce($2::integer, 20))";
         self.run(
@@ -319,15 +321,17 @@ impl EngramServer {
                 Ok(SessionsResult {
                     sessions: rows
                         .iter()
-                        .map(|r| SessionItem {
-                            session_id: r.get(0),
-                            workspace: r.get(1),
-                            first_event_at: r.get(2),
-                            last_event_at: r.get(3),
-                            events: r.get(4),
-                            has_summary: r.get(5),
+                        .map(|r| {
+                            Ok(SessionItem {
+                                session_id: r.col(0)?,
+                                workspace: r.col(1)?,
+                                first_event_at: r.col(2)?,
+                                last_event_at: r.col(3)?,
+                                events: r.col(4)?,
+                                has_summary: r.col(5)?,
+                            })
                         })
-                        .collect(),
+                        .collect::<Result<_, String>>()?,
                 })
             }),
         )

@@ -232,6 +232,98 @@ pub struct IdResult {
     pub id: String,
 }
 
+/// A query to search with: not empty (an empty query would rank memories
+/// arbitrarily; memory_list lists them), within the size limit.
+pub(super) fn check_query(query: &str) -> Result<(), String> {
+    if query.trim().is_empty() {
+        return Err(
+            "query is empty; say what to look for in a few words (memory_list lists memories without a query)".into(),
+        );
+    }
+    check_size("query", query, MAX_QUERY_BYTES)
+}
+
+/// metadata, when given, is a JSON object (the database says so too, in SQL's words).
+pub(super) fn check_metadata(metadata: Option<&Value>) -> Result<(), String> {
+    match metadata {
+        Some(m) if !m.is_object() => {
+            Err("metadata must be a JSON object, e.g. {\"source\": \"meeting notes\"}; leave it out for none".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Longest ttl_days: a thousand years (beyond it Postgres' interval overflows).
+const MAX_TTL_DAYS: f64 = 365_000.0;
+
+pub(super) fn check_ttl(ttl_days: Option<f64>) -> Result<(), String> {
+    match ttl_days {
+        Some(d) if !(d.is_finite() && d > 0.0 && d <= MAX_TTL_DAYS) => Err(format!(
+            "ttl_days must be a number of days above 0 and at most {MAX_TTL_DAYS}; leave it out to keep the memory \
+             until it is forgotten"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A cursor for memory_list: what an earlier page's next_cursor was, for
+/// the same order_by. Checked here so that a forged one answers "invalid
+/// cursor" rather than the database's failure to read the value in it.
+pub(super) fn check_cursor(cursor: Option<&str>, order_by: Option<&str>) -> Result<(), String> {
+    let Some(cursor) = cursor else { return Ok(()) };
+    let order_by = order_by.unwrap_or("created_at");
+    let invalid = |why: &str| {
+        format!(
+            "invalid cursor: {why}. Pass the next_cursor of the previous memory_list page unchanged (with the same \
+             order_by), or leave cursor out to start from the first page."
+        )
+    };
+    let (value, id) = engram_core::cursor::decode(cursor, order_by).map_err(|e| invalid(&e.message))?;
+    Uuid::parse_str(&id).map_err(|_| invalid("it does not end in a memory id"))?;
+    let ok = match order_by {
+        "created_at" | "updated_at" => is_timestamp(&value),
+        _ => value.parse::<f64>().is_ok_and(f64::is_finite),
+    };
+    if !ok {
+        return Err(invalid("it does not hold a value of a memory_list page"));
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, a real date and time (what engram.list
+/// writes into its cursors).
+fn is_timestamp(v: &str) -> bool {
+    if !v.is_ascii() {
+        return false;
+    }
+    let b = v.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r.clone()).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let num = |r: std::ops::Range<usize>| v[r].parse::<u32>().unwrap_or(0);
+    if b.len() != 27
+        || !(digits(0..4) && digits(5..7) && digits(8..10) && digits(11..13) && digits(14..16) && digits(17..19))
+        || !digits(20..26)
+        || &v[4..5] != "-"
+        || &v[7..8] != "-"
+        || &v[10..11] != "T"
+        || &v[13..14] != ":"
+        || &v[16..17] != ":"
+        || &v[19..20] != "."
+        || &v[26..27] != "Z"
+    {
+        return false;
+    }
+    let (year, month, day) = (num(0..4), num(5..7), num(8..10));
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    year >= 1 && (1..=days).contains(&day) && num(11..13) < 24 && num(14..16) < 60 && num(17..19) < 60
+}
+
 impl EngramServer {
     pub(super) async fn remember_in(
         &self,
@@ -240,6 +332,8 @@ impl EngramServer {
         a: RememberArgs,
     ) -> Result<RememberResult, String> {
         check_size("content", &a.content, MAX_CONTENT_BYTES)?;
+        check_metadata(a.metadata.as_ref())?;
+        check_ttl(a.ttl_days)?;
         let embedding = self.embed(c, &a.content).await?;
         let tags = stamped(a.tags, i).unwrap_or_default();
         let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
@@ -271,11 +365,11 @@ impl EngramServer {
             )
             .await
             .map_err(|e| db_error(e, None))?;
-        let r = &rows[0];
+        let r = first(&rows)?;
         Ok(RememberResult {
-            status: r.get(0),
-            id: r.get(1),
-            conflicts: r.get(2),
+            status: r.col(0)?,
+            id: r.col(1)?,
+            conflicts: r.col(2)?,
         })
     }
 
@@ -288,7 +382,7 @@ impl EngramServer {
         kinds: Option<Vec<String>>,
         tags: Option<Vec<String>>,
     ) -> Result<Vec<Hit>, String> {
-        check_size("query", query, MAX_QUERY_BYTES)?;
+        check_query(query)?;
         let embedding = self.embed(c, query).await?;
         let rows = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show.
@@ -320,15 +414,17 @@ impl EngramServer {
         .map_err(|e| db_error(e, None))?;
         Ok(rows
             .iter()
-            .map(|r| Hit {
-                id: r.get(0),
-                content: r.get(1),
-                kind: r.get(2),
-                tags: r.get(3),
-                score: r.get(4),
-                similarity: r.get(5),
+            .map(|r| {
+                Ok(Hit {
+                    id: r.col(0)?,
+                    content: r.col(1)?,
+                    kind: r.col(2)?,
+                    tags: r.col(3)?,
+                    score: r.col(4)?,
+                    similarity: r.col(5)?,
+                })
             })
-            .collect())
+            .collect::<Result<_, String>>()?)
     }
 
     pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
@@ -361,20 +457,20 @@ impl EngramServer {
             .first()
             .ok_or_else(|| format!("Memory {id} not found. Use memory_search or memory_list to find it."))?;
         Ok(Memory {
-            id: r.get(0),
-            content: r.get(1),
-            kind: r.get(2),
-            source: r.get(3),
-            tags: r.get(4),
-            metadata: r.get(5),
-            status: r.get(6),
-            importance: r.get(7),
-            trust_score: r.get(8),
-            staleness_score: r.get(9),
-            revision_count: r.get(10),
-            access_count: r.get(11),
-            created_at: r.get(12),
-            updated_at: r.get(13),
+            id: r.col(0)?,
+            content: r.col(1)?,
+            kind: r.col(2)?,
+            source: r.col(3)?,
+            tags: r.col(4)?,
+            metadata: r.col(5)?,
+            status: r.col(6)?,
+            importance: r.col(7)?,
+            trust_score: r.col(8)?,
+            staleness_score: r.col(9)?,
+            revision_count: r.col(10)?,
+            access_count: r.col(11)?,
+            created_at: r.col(12)?,
+            updated_at: r.col(13)?,
         })
     }
 
@@ -385,6 +481,8 @@ impl EngramServer {
         a: UpdateArgs,
     ) -> Result<UpdateResult, String> {
         let uuid = parse_id(&a.id)?;
+        check_metadata(a.metadata.as_ref())?;
+        check_opt("reason", a.reason.as_deref(), MAX_REASON_CHARS)?;
         let embedding = match &a.content {
             Some(text) => {
                 check_size("content", text, MAX_CONTENT_BYTES)?;
@@ -418,13 +516,14 @@ impl EngramServer {
             .map_err(|e| db_error(e, Some(&a.id)))?;
         Ok(UpdateResult {
             id: uuid.to_string(),
-            revision: rows[0].get(0),
+            revision: first(&rows)?.col(0)?,
         })
     }
 
     pub(super) async fn list_in(&self, c: &Caller, i: Option<&Internal>, a: ListArgs) -> Result<ListResult, String> {
         const COLUMNS: &str =
             "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor";
+        check_cursor(a.cursor.as_deref(), a.order_by.as_deref())?;
         let rows = match (i, ghost(c)) {
             (None, Some((ghost_type, ghost_id))) => {
                 if a.status.as_deref().is_some_and(|s| s != "active") {
@@ -479,21 +578,26 @@ impl EngramServer {
             }
         }
         .map_err(|e| db_error(e, None))?;
-        let next_cursor = rows.last().and_then(|r| r.get::<_, Option<String>>(8));
+        let next_cursor = match rows.last() {
+            Some(r) => r.col::<Option<String>>(8)?,
+            None => None,
+        };
         Ok(ListResult {
             memories: rows
                 .iter()
-                .map(|r| Listed {
-                    id: r.get(0),
-                    content: r.get(1),
-                    kind: r.get(2),
-                    tags: r.get(3),
-                    status: r.get(4),
-                    importance: r.get(5),
-                    trust_score: r.get(6),
-                    created_at: r.get(7),
+                .map(|r| {
+                    Ok(Listed {
+                        id: r.col(0)?,
+                        content: r.col(1)?,
+                        kind: r.col(2)?,
+                        tags: r.col(3)?,
+                        status: r.col(4)?,
+                        importance: r.col(5)?,
+                        trust_score: r.col(6)?,
+                        created_at: r.col(7)?,
+                    })
                 })
-                .collect(),
+                .collect::<Result<_, String>>()?,
             next_cursor,
         })
     }
@@ -585,6 +689,7 @@ impl EngramServer {
             let c = caller(&parts)?;
             not_in_ghost(&c)?;
             let uuid = parse_id(&a.id)?;
+            check_opt("reason", a.reason.as_deref(), MAX_REASON_CHARS)?;
             let rows = self
                 .shared
                 .db
@@ -597,7 +702,7 @@ impl EngramServer {
                 .map_err(|e| db_error(e, Some(&a.id)))?;
             Ok(ForgetResult {
                 id: uuid.to_string(),
-                forgotten: rows[0].get(0),
+                forgotten: first(&rows)?.col(0)?,
             })
         })
         .await
@@ -616,6 +721,7 @@ impl EngramServer {
             let c = caller(&parts)?;
             not_in_ghost(&c)?;
             let uuid = parse_id(&a.id)?;
+            check_len("reason", &a.reason, MAX_REASON_CHARS)?;
             let rows = self
                 .shared
                 .db
@@ -624,7 +730,7 @@ impl EngramServer {
                 .map_err(|e| db_error(e, Some(&a.id)))?;
             Ok(FlagResult {
                 id: uuid.to_string(),
-                trust_score: rows[0].get(0),
+                trust_score: first(&rows)?.col(0)?,
             })
         })
         .await
@@ -668,7 +774,7 @@ impl EngramServer {
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
-            Ok(IdResult { id: rows[0].get(0) })
+            Ok(IdResult { id: first(&rows)?.col(0)? })
         })
         .await
     }
@@ -698,8 +804,57 @@ impl EngramServer {
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
-            Ok(IdResult { id: rows[0].get(0) })
+            Ok(IdResult {
+                id: first(&rows)?.col(0)?,
+            })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forged_cursors_are_refused_before_the_database_sees_them() {
+        let id = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
+        let good = engram_core::cursor::encode("created_at", "2026-11-22T10:00:00.123456Z", id);
+        assert!(check_cursor(Some(&good), None).is_ok());
+        assert!(check_cursor(None, None).is_ok());
+        for value in [
+            "not a time",
+            "2026-02-30T10:00:00.000000Z",
+            "2026-11-22T25:00:00.000000Z",
+            "",
+        ] {
+            let forged = engram_core::cursor::encode("created_at", value, id);
+            let e = check_cursor(Some(&forged), None).unwrap_err();
+            assert!(e.starts_with("invalid cursor"), "{value}: {e}");
+        }
+        let e = check_cursor(Some(&good), Some("importance")).unwrap_err();
+        assert!(e.starts_with("invalid cursor") && e.contains("order_by"), "{e}");
+        assert!(check_cursor(Some("garbage"), None)
+            .unwrap_err()
+            .starts_with("invalid cursor"));
+        let n = engram_core::cursor::encode("importance", "0.5", id);
+        assert!(check_cursor(Some(&n), Some("importance")).is_ok());
+        let nan = engram_core::cursor::encode("importance", "NaN", id);
+        assert!(check_cursor(Some(&nan), Some("importance")).is_err());
+        assert!(is_timestamp("2024-02-29T23:59:59.999999Z") && !is_timestamp("2023-02-29T00:00:00.000000Z"));
+    }
+
+    #[test]
+    fn arguments_are_checked_in_the_tools_words() {
+        assert!(check_query(" \t").unwrap_err().contains("query is empty"));
+        assert!(check_query("tea").is_ok());
+        assert!(check_metadata(Some(&serde_json::json!([1])))
+            .unwrap_err()
+            .contains("JSON object"));
+        assert!(check_metadata(Some(&serde_json::json!({}))).is_ok());
+        for bad in [1e308, f64::NAN, -1.0, 0.0] {
+            assert!(check_ttl(Some(bad)).unwrap_err().contains("ttl_days"), "{bad}");
+        }
+        assert!(check_ttl(Some(2.0)).is_ok() && check_ttl(None).is_ok());
     }
 }

@@ -18,16 +18,20 @@ mod workspace;
 pub use events::Background;
 
 use crate::caller::{Caller, Internal};
-use crate::db::{Db, DbError};
+use crate::db::{first, Db, DbError, RowExt};
+use crate::limits::{check_len, check_opt, clip, clip_quoted, MAX_ID_CHARS, MAX_REASON_CHARS};
 use crate::metrics::Metrics;
 use engram_embed::cache::Cached;
 use engram_embed::Embedder;
+use futures::FutureExt;
 use memories::Hit;
 use pgvector::Vector;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{tool_handler, Json, RoleServer, ServerHandler};
@@ -234,22 +238,104 @@ fn internal(c: &Caller) -> Result<Internal, String> {
 }
 
 fn parse_id(id: &str) -> Result<Uuid, String> {
-    Uuid::parse_str(id.trim())
-        .map_err(|_| format!("'{id}' is not a memory id (a UUID). Use memory_search or memory_list to find ids."))
+    Uuid::parse_str(id.trim()).map_err(|_| {
+        format!(
+            "'{}' is not a memory id (a UUID). Use memory_search or memory_list to find ids.",
+            clip(id)
+        )
+    })
 }
 
 fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>, String> {
     ids.iter().map(|i| parse_id(i)).collect()
 }
 
-/// A database error as a tool error that says how to recover.
+/// A database error as a tool error that says how to recover, in the
+/// tools' words (tool and argument names, not SQL's), with echoes of the
+/// caller's input capped.
 fn db_error(e: DbError, id: Option<&str>) -> String {
     match (e.code.as_deref(), id) {
         (Some("P0002"), Some(id)) => {
-            format!("Memory {id} not found. Use memory_search or memory_list to find it.")
+            format!(
+                "Memory {} not found. Use memory_search or memory_list to find it.",
+                clip(id)
+            )
         }
-        _ => e.message,
+        _ => tool_phrasing(&clip_quoted(&e.message)),
     }
+}
+
+/// engram's SQL functions and the tools that call them, for messages that
+/// name a function (longest names first, so that no name is a prefix of a
+/// later one).
+const TOOL_NAMES: [(&str, &str); 27] = [
+    ("engram.ghost_search", "memory_search"),
+    ("engram.ghost_recall", "memory_recall"),
+    ("engram.ghost_list", "memory_list"),
+    ("engram.session_events", "memory_context"),
+    ("engram.image_release", "memory_image_release"),
+    ("engram.vision_search", "memory_vision_search"),
+    ("engram.revoke_grant", "memory_revoke_grant"),
+    ("engram.consolidate", "memory_consolidate"),
+    ("engram.crystallize", "memory_crystallize"),
+    ("engram.slot_delete", "memory_slot_delete"),
+    ("engram.unpublish", "memory_unpublish"),
+    ("engram.summarize", "memory_summarize"),
+    ("engram.image_put", "memory_image_put"),
+    ("engram.remember", "memory_remember"),
+    ("engram.slot_list", "memory_slot_list"),
+    ("engram.slot_set", "memory_slot_set"),
+    ("engram.slot_get", "memory_slot_get"),
+    ("engram.sessions", "memory_sessions"),
+    ("engram.publish", "memory_publish"),
+    ("engram.capture", "memory_capture"),
+    ("engram.context", "memory_context"),
+    ("engram.search", "memory_search"),
+    ("engram.recall", "memory_recall"),
+    ("engram.update", "memory_update"),
+    ("engram.forget", "memory_forget"),
+    ("engram.grant", "memory_grant"),
+    ("engram.list", "memory_list"),
+];
+
+/// SQL phrasing in a database message, as a tool caller would say it:
+/// argument syntax (`reason => '...'`, `'{...}'::jsonb`), the SQL names of
+/// arguments whose tool names differ (`group_id`, `after`), and SQL
+/// function names. "(SQL: engram.x)" asides are dropped: the message
+/// already names the tool.
+fn tool_phrasing(message: &str) -> String {
+    let mut m = message.to_string();
+    while let Some(start) = m.find(" (SQL: engram.") {
+        match m[start..].find(')') {
+            Some(end) => m.replace_range(start..start + end + 1, ""),
+            None => break,
+        }
+    }
+    for (sql, tool) in [
+        ("'::jsonb", "'"),
+        ("::jsonb", ""),
+        ("group_id => ", "group: "),
+        ("group_id and", "group and"),
+        ("without after", "without cursor"),
+        ("a previous engram.list call", "a previous memory_list call"),
+        (" => ", ": "),
+    ] {
+        m = m.replace(sql, tool);
+    }
+    for (sql, tool) in TOOL_NAMES {
+        let mut out = String::with_capacity(m.len());
+        let mut rest = m.as_str();
+        while let Some(i) = rest.find(sql) {
+            let after = &rest[i + sql.len()..];
+            let whole = !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            out.push_str(&rest[..i]);
+            out.push_str(if whole { tool } else { sql });
+            rest = after;
+        }
+        out.push_str(rest);
+        m = out;
+    }
+    m
 }
 
 /// Tags for a write: the caller's own plus, in an internal context, the
@@ -321,11 +407,15 @@ impl EngramServer {
                 .and_then(|t| t.annotations.as_ref())
                 .and_then(|a| a.read_only_hint)
                 .unwrap_or(false);
-            if read_only {
-                crate::db::reading(body.instrument(span.clone())).await
+            // A panic in a tool body (a bug, a row it cannot read) is an
+            // error answer: rmcp never answers a request whose handler panicked.
+            let body = std::panic::AssertUnwindSafe(body.instrument(span.clone())).catch_unwind();
+            let outcome = if read_only {
+                crate::db::reading(body).await
             } else {
-                body.instrument(span.clone()).await
-            }
+                body.await
+            };
+            outcome.unwrap_or_else(|panic| Err(panicked(name, &*panic)))
         } else if Groups::of(name) == "vision" {
             Err(vision::VISION_OFF.to_string())
         } else {
@@ -341,14 +431,6 @@ impl EngramServer {
             Err(e) => tracing::info!(ms = started.elapsed().as_secs_f64() * 1e3, error = %e, "tool error"),
         });
         result.map(Json)
-    }
-
-    /// Lets the background worker drain what an earlier process left in the
-    /// caller's embedding backlog (once per owner and process).
-    fn note_caller(&self, parts: &Parts) {
-        if let Ok(c) = caller(parts) {
-            self.shared.background.note(&c);
-        }
     }
 
     /// The shared path of a tool that is one SQL call: the caller from the
@@ -387,11 +469,23 @@ impl EngramServer {
     }
 }
 
+/// The error answer of a tool whose handler panicked (logged with the panic).
+fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(tool, panic = %what, "tool handler panicked");
+    format!(
+        "{tool} failed inside engram-mcp (an internal error, logged by the server); nothing more was done. \
+         Retry, or report it if it persists."
+    )
+}
+
 /// The first column of the first row, for SQL functions that return jsonb.
 fn json_of(rows: Vec<Row>) -> Result<Value, String> {
-    rows.first()
-        .map(|r| r.get::<_, Value>(0))
-        .ok_or_else(|| "the database returned no row".to_string())
+    first(&rows)?.col::<Value>(0)
 }
 
 /// Internal tools are listed only to requests in an internal context; those
@@ -424,6 +518,35 @@ impl ServerHandler for EngramServer {
         )
         .with_server_info(Implementation::new("engram-mcp", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    /// Every tool call: the caller's leftover embedding backlog is noted
+    /// first (a check per owner and process, whatever the tool: after a
+    /// crash, the owner's next call of any tool drains it), then the tool
+    /// runs; a panic anywhere in it, argument decoding included, is an
+    /// error answer rather than a request rmcp never answers.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        if let Some(c) = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .filter(|c| c.context().is_ok())
+        {
+            self.shared.background.note(c);
+        }
+        let name = request.name.to_string();
+        let tcc = ToolCallContext::new(self, request, context);
+        match std::panic::AssertUnwindSafe(self.tool_router.call(tcc))
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(panic) => Ok(CallToolResult::error(vec![ContentBlock::text(panicked(&name, &*panic))]).into()),
+        }
     }
 
     async fn list_resources(

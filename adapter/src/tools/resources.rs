@@ -6,6 +6,7 @@
 //! platform tokens write them, through that API.
 
 use super::{caller, db_error, json_of, EngramServer, Parts};
+use crate::db::RowExt;
 use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceContents};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer};
@@ -69,7 +70,11 @@ impl EngramServer {
         let rows = crate::db::reading(self.shared.db.call(&c, "SELECT engram.resources()", &[]))
             .await
             .map_err(|e| ErrorData::internal_error(db_error(e, None), None))?;
-        let items = rows.iter().map(|r| to_resource(&r.get::<_, Value>(0))).collect();
+        let items = rows
+            .iter()
+            .map(|r| r.col::<Value>(0).map(|v| to_resource(&v)))
+            .collect::<Result<_, String>>()
+            .map_err(|e| ErrorData::internal_error(e, None))?;
         Ok(ListResourcesResult::with_all_items(items))
     }
 

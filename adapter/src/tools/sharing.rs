@@ -71,8 +71,8 @@ impl EngramServer {
     ) -> Result<Json<GrantResult>, String> {
         let accessor = a.accessor.clone();
         let params: &[&(dyn ToSql + Sync)] = &[&a.accessor, &a.trust];
-        self.run(
-            "memory_grant",
+        self.run("memory_grant", async {
+            check_len("accessor", &a.accessor, MAX_ID_CHARS)?;
             self.sql(
                 &parts,
                 "SELECT engram.grant(accessor => $1, trust => $2)",
@@ -80,11 +80,12 @@ impl EngramServer {
                 |rows| {
                     Ok(GrantResult {
                         accessor,
-                        trust: rows[0].get(0),
+                        trust: first(&rows)?.col(0)?,
                     })
                 },
-            ),
-        )
+            )
+            .await
+        })
         .await
     }
 
@@ -99,15 +100,16 @@ impl EngramServer {
     ) -> Result<Json<RevokeGrantResult>, String> {
         let accessor = a.accessor.clone();
         let params: &[&(dyn ToSql + Sync)] = &[&a.accessor];
-        self.run(
-            "memory_revoke_grant",
+        self.run("memory_revoke_grant", async {
+            check_len("accessor", &a.accessor, MAX_ID_CHARS)?;
             self.sql(&parts, "SELECT engram.revoke_grant(accessor => $1)", params, |rows| {
                 Ok(RevokeGrantResult {
                     accessor,
-                    revoked: rows[0].get(0),
+                    revoked: first(&rows)?.col(0)?,
                 })
-            }),
-        )
+            })
+            .await
+        })
         .await
     }
 
@@ -123,11 +125,18 @@ impl EngramServer {
     ) -> Result<Json<PublishResult>, String> {
         self.run("memory_publish", async {
             let uuid = parse_id(&a.id)?;
+            if a.space.is_some() == a.group.is_some() {
+                return Err(
+                    "Give exactly one of space or group: the space or the group to publish the memory to.".into(),
+                );
+            }
+            check_opt("space", a.space.as_deref(), MAX_ID_CHARS)?;
+            check_opt("group", a.group.as_deref(), MAX_ID_CHARS)?;
             let sql = "SELECT engram.publish(id => $1, space => $2, group_id => $3)::text";
             self.sql_about(&parts, Some(&a.id), sql, &[&uuid, &a.space, &a.group], |rows| {
                 Ok(PublishResult {
                     id: uuid.to_string(),
-                    publication_id: rows[0].get(0),
+                    publication_id: first(&rows)?.col(0)?,
                 })
             })
             .await
@@ -150,7 +159,7 @@ impl EngramServer {
             self.sql_about(&parts, Some(&a.id), sql, &[&uuid, &a.space, &a.group], |rows| {
                 Ok(UnpublishResult {
                     id: uuid.to_string(),
-                    unpublished: rows[0].get(0),
+                    unpublished: first(&rows)?.col(0)?,
                 })
             })
             .await

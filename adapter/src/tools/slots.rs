@@ -75,22 +75,22 @@ pub struct SlotDeleteResult {
 
 fn one_slot(rows: Vec<Row>) -> Result<SlotResult, String> {
     Ok(SlotResult {
-        slot: slot_of(&rows[0]),
+        slot: slot_of(first(&rows)?)?,
     })
 }
 
 /// Columns of an `engram.slot` row, in the order `slot_of` reads them.
 const SLOT_COLUMNS: &str = "label, workspace, content, chars, size_limit, pinned";
 
-fn slot_of(r: &Row) -> Slot {
-    Slot {
-        label: r.get(0),
-        workspace: r.get(1),
-        content: r.get(2),
-        chars: r.get(3),
-        size_limit: r.get(4),
-        pinned: r.get(5),
-    }
+fn slot_of(r: &Row) -> Result<Slot, String> {
+    Ok(Slot {
+        label: r.col(0)?,
+        workspace: r.col(1)?,
+        content: r.col(2)?,
+        chars: r.col(3)?,
+        size_limit: r.col(4)?,
+        pinned: r.col(5)?,
+    })
 }
 
 #[tool_router(router = slots_router, vis = "pub(super)")]
@@ -146,7 +146,7 @@ impl EngramServer {
         self.run(
             "memory_slot_get",
             self.sql(&parts, &sql, &params, |rows| match rows.first() {
-                Some(r) => Ok(SlotResult { slot: slot_of(r) }),
+                Some(r) => Ok(SlotResult { slot: slot_of(r)? }),
                 None => Err(format!(
                     "Slot {label} not found. Use memory_slot_list to see your slots, or memory_slot_set to create it."
                 )),
@@ -169,7 +169,7 @@ impl EngramServer {
             "memory_slot_list",
             self.sql(&parts, &sql, &[&a.workspace], |rows| {
                 Ok(SlotListResult {
-                    slots: rows.iter().map(slot_of).collect(),
+                    slots: rows.iter().map(slot_of).collect::<Result<_, String>>()?,
                 })
             }),
         )
@@ -196,7 +196,7 @@ impl EngramServer {
                 |rows| {
                     Ok(SlotDeleteResult {
                         label,
-                        deleted: rows[0].get(0),
+                        deleted: first(&rows)?.col(0)?,
                     })
                 },
             ),

@@ -172,6 +172,7 @@ impl EngramServer {
         self.run("memory_image_put", async {
             let (c, _) = self.vision_caller(&parts)?;
             let data = decode_base64("data", &a.data)?;
+            check_opt("session_id", a.session_id.as_deref(), MAX_ID_CHARS)?;
             let session = a.session_id.clone().or_else(|| c.session_id.clone());
             let rows = self
                 .shared
@@ -183,7 +184,7 @@ impl EngramServer {
                 )
                 .await
                 .map_err(|e| db_error(e, None))?;
-            let sha256: String = rows.first().ok_or("the database returned no row")?.get(0);
+            let sha256: String = first(&rows)?.col(0)?;
             // A new image has no embedding yet; for a known one the worker
             // finds nothing to do.
             self.shared.background.embed_images(&c);
@@ -223,7 +224,10 @@ impl EngramServer {
                 })?;
             Ok(ImageReleaseResult {
                 sha256: a.sha256.trim().to_ascii_lowercase(),
-                refs: rows.first().map(|r| r.get(0)).unwrap_or(0),
+                refs: match rows.first() {
+                    Some(r) => r.col(0)?,
+                    None => 0,
+                },
             })
         })
         .await
@@ -272,13 +276,13 @@ impl EngramServer {
             Ok(VisionSearchResult {
                 results: rows
                     .iter()
-                    .map(|r| VisionHit {
-                        sha256: r.get(0),
-                        similarity: r.get(1),
-                        session_id: r.get(2),
-                        created_at: r.get(3),
-                    })
-                    .collect(),
+                    .map(|r| Ok(VisionHit {
+                        sha256: r.col(0)?,
+                        similarity: r.col(1)?,
+                        session_id: r.col(2)?,
+                        created_at: r.col(3)?,
+                    }))
+                    .collect::<Result<_, String>>()?,
             })
         })
         .await

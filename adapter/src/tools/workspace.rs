@@ -210,14 +210,16 @@ impl EngramServer {
                 Ok(WorkspaceListResult {
                     workspaces: rows
                         .iter()
-                        .map(|r| WorkspaceItem {
-                            name: r.get(0),
-                            description: r.get(1),
-                            status: r.get(2),
-                            states: r.get(3),
-                            last_state_at: r.get(4),
+                        .map(|r| {
+                            Ok(WorkspaceItem {
+                                name: r.col(0)?,
+                                description: r.col(1)?,
+                                status: r.col(2)?,
+                                states: r.col(3)?,
+                                last_state_at: r.col(4)?,
+                            })
                         })
-                        .collect(),
+                        .collect::<Result<_, String>>()?,
                 })
             }),
         )
@@ -234,7 +236,6 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<WorkspaceNameArgs>,
     ) -> Result<Json<WorkspaceLoadResult>, String> {
-        self.note_caller(&parts);
         self.run(
             "memory_workspace_load",
             self.sql(
@@ -344,16 +345,18 @@ impl EngramServer {
                 Ok(StateListResult {
                     states: rows
                         .iter()
-                        .map(|r| StateItem {
-                            name: r.get(0),
-                            description: r.get(1),
-                            active_task: r.get(2),
-                            next_steps: r.get(3),
-                            tags: r.get(4),
-                            created_at: r.get(5),
-                            archived: r.get(6),
+                        .map(|r| {
+                            Ok(StateItem {
+                                name: r.col(0)?,
+                                description: r.col(1)?,
+                                active_task: r.col(2)?,
+                                next_steps: r.col(3)?,
+                                tags: r.col(4)?,
+                                created_at: r.col(5)?,
+                                archived: r.col(6)?,
+                            })
                         })
-                        .collect(),
+                        .collect::<Result<_, String>>()?,
                 })
             }),
         )

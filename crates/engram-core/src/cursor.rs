@@ -29,7 +29,11 @@ pub fn decode(cursor: &str, order_by: &str) -> Result<(String, String)> {
     }
     if *ord != order_by {
         return Err(Error::invalid(
-            format!("the cursor was made for order_by '{ord}', not '{order_by}'"),
+            format!(
+                "the cursor was made for order_by '{}', not '{}'",
+                crate::error::echo(ord),
+                crate::error::echo(order_by)
+            ),
             "keep order_by the same across pages, or start again without after",
         ));
     }

@@ -60,3 +60,33 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Longest echo of a caller's value in a message, in characters.
+pub const MAX_ECHO_CHARS: usize = 80;
+
+/// A caller's value as a message shows it: at most [`MAX_ECHO_CHARS`]
+/// characters, escaped (no control characters reach a log), then "…" when
+/// cut, so that a megabyte id never comes back whole.
+pub fn echo(value: &str) -> String {
+    let mut shown: String = value
+        .chars()
+        .take(MAX_ECHO_CHARS)
+        .flat_map(char::escape_default)
+        .collect();
+    if value.chars().nth(MAX_ECHO_CHARS).is_some() {
+        shown.push('…');
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn echo_is_bounded_and_escaped() {
+        assert_eq!(super::echo("tea"), "tea");
+        let long = "x".repeat(3_000_000);
+        let shown = super::echo(&long);
+        assert_eq!(shown, format!("{}…", "x".repeat(80)));
+        assert_eq!(super::echo("a\nb"), "a\\nb");
+    }
+}

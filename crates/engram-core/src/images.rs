@@ -71,7 +71,7 @@ pub fn check_image(mime: Option<&str>, head: &[u8], len: usize, max_bytes: usize
     let mime = normalize_mime(declared);
     let Some((_, matches)) = TYPES.iter().find(|(t, _)| *t == mime) else {
         // Echoed bounded and escaped: it is the caller's text, bound for logs.
-        let shown: String = declared.chars().take(80).flat_map(char::escape_default).collect();
+        let shown = crate::error::echo(declared);
         return Err(Error::invalid(
             format!("mime '{shown}' is not an image type engram stores"),
             format!(

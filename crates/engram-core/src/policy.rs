@@ -56,7 +56,7 @@ pub const CONVERSATIONAL_RESPONSE: &str = "conversational_response";
 
 fn unknown(what: &str, value: &str, allowed: &[&str]) -> Error {
     Error::invalid(
-        format!("{what} '{value}' is unknown"),
+        format!("{what} '{}' is unknown", crate::error::echo(value)),
         format!("use one of {}", allowed.join(", ")),
     )
 }

@@ -33,7 +33,7 @@ impl InternalType {
             "ghost" => Ok(InternalType::Ghost),
             "agent" => Ok(InternalType::Agent),
             other => Err(Error::invalid(
-                format!("unknown internal_type '{other}'"),
+                format!("unknown internal_type '{}'", crate::error::echo(other)),
                 "use 'ghost' or 'agent', or NULL for a normal memory",
             )),
         }
@@ -61,7 +61,7 @@ impl GhostType {
             "space" => Ok(GhostType::Space),
             "group" => Ok(GhostType::Group),
             other => Err(Error::invalid(
-                format!("unknown ghost_type '{other}'"),
+                format!("unknown ghost_type '{}'", crate::error::echo(other)),
                 "use 'user' (with ghost_owner), 'space' (with ghost_space) or 'group' (with ghost_group)",
             )),
         }
@@ -230,6 +230,12 @@ pub fn check_memory_scope(internal_type: Option<&str>, tags: &[&str]) -> Result<
                     "set internal_type => 'ghost' to write a ghost memory, or drop the ghost/ghost_type:/ghost_owner: tags",
                 ));
             }
+            if has(AGENT) {
+                return Err(Error::invalid(
+                    "the tag 'agent' is reserved for agent memories",
+                    "set internal_type => 'agent' to write an agent memory (X-Internal-Type: agent), or use another tag",
+                ));
+            }
         }
         Some(InternalType::Agent) => {
             if !has(AGENT) || has(GHOST) || !scope.is_empty() {
@@ -351,7 +357,8 @@ mod tests {
         assert!(check_memory_scope(Some("ghost"), &["ghost"]).is_err());
         assert!(check_memory_scope(Some("agent"), &["agent", "x"]).is_ok());
         assert!(check_memory_scope(Some("agent"), &["x"]).is_err());
-        assert!(check_memory_scope(None, &["agent", "travel"]).is_ok());
+        assert!(check_memory_scope(None, &["agent", "travel"]).is_err());
+        assert!(check_memory_scope(None, &["agents", "travel"]).is_ok());
         assert!(check_memory_scope(None, &["ghost_owner:user:carol"]).is_err());
     }
 

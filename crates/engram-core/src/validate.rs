@@ -17,6 +17,25 @@ pub const MAX_METADATA_BYTES: usize = 64 * 1024;
 pub const MAX_DIMS: i32 = 2000;
 /// Most ids in one consolidate/crystallize call.
 pub const MAX_MERGE_IDS: usize = 100;
+/// Deepest nesting of arrays and objects in a JSON argument (metadata,
+/// tool input/output, preferences). Readers (the adapter's JSON decoder
+/// among them) recurse per level.
+pub const MAX_JSON_DEPTH: usize = 32;
+/// Largest magnitude of a number in a JSON argument: jsonb keeps any
+/// numeric (1e400 included), but readers decode numbers as f64.
+pub const MAX_JSON_NUMBER: f64 = 1e300;
+
+/// Characters that render as nothing: content made only of these and
+/// whitespace is as empty as blank content.
+fn is_invisible(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}')
+}
+
+/// True when `text` has no visible character (whitespace, zero-width
+/// spaces and joiners, word joiners, byte order marks, soft hyphens).
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(is_invisible)
+}
 
 pub const KINDS: [&str; 3] = ["semantic", "episodic", "procedural"];
 pub const STATUSES: [&str; 3] = ["active", "archived", "expired"];
@@ -27,7 +46,7 @@ fn one_of(what: &str, value: &str, allowed: &[&str]) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid(
-            format!("unknown {what} '{value}'"),
+            format!("unknown {what} '{}'", crate::error::echo(value)),
             format!("use one of: {}", allowed.join(", ")),
         ))
     }
@@ -58,8 +77,11 @@ pub fn check_content(content: Option<&str>) -> Result<()> {
             "pass content => 'the text to remember'",
         ));
     };
-    if content.trim().is_empty() {
-        return Err(Error::invalid("content is empty", "pass the text to remember"));
+    if is_blank(content) {
+        return Err(Error::invalid(
+            "content is empty (only whitespace or invisible characters)",
+            "pass the text to remember",
+        ));
     }
     if content.len() > MAX_CONTENT_BYTES {
         return Err(Error::new(
@@ -124,6 +146,63 @@ pub fn check_metadata(json_type: &str, text_len: usize) -> Result<()> {
     Ok(())
 }
 
+/// A JSON argument's shape (`text` is the jsonb's text form): at most
+/// [`MAX_JSON_DEPTH`] levels of arrays and objects, and every number finite
+/// as an f64 with a magnitude of at most [`MAX_JSON_NUMBER`]. One pass over
+/// the text, no recursion, so any depth is measured safely.
+pub fn check_json(what: &str, text: &str) -> Result<()> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(Error::invalid(
+                        format!("{what} nests deeper than {MAX_JSON_DEPTH} levels"),
+                        format!("flatten {what} to at most {MAX_JSON_DEPTH} levels of arrays and objects"),
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len() && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                let token = &text[start..i];
+                let fits = token
+                    .parse::<f64>()
+                    .is_ok_and(|v| v.is_finite() && v.abs() <= MAX_JSON_NUMBER);
+                if !fits {
+                    let shown: String = token.chars().take(40).collect();
+                    return Err(Error::invalid(
+                        format!("{what} holds the number {shown}, outside the range of a double"),
+                        format!("keep numbers in {what} within ±1e300, or store them as strings"),
+                    ));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Embeddings must match the configured dimension, be finite and non-zero
 /// (a zero vector has no direction, so its cosine distance is undefined).
 pub fn check_embedding(values: &[f32], dims: i32, argument: &str) -> Result<()> {
@@ -167,8 +246,14 @@ pub fn check_dims(dims: i32) -> Result<()> {
     Ok(())
 }
 
-/// `[0, 1]`, finite.
-pub fn check_unit_interval(name: &str, value: f64) -> Result<()> {
+/// `[0, 1]`, finite; `None` (an SQL NULL) is refused too.
+pub fn check_unit_interval(name: &str, value: Option<f64>) -> Result<()> {
+    let Some(value) = value.filter(|v| !v.is_nan()) else {
+        return Err(Error::invalid(
+            format!("{name} must be a number between 0 and 1"),
+            format!("pass {name} between 0 and 1, or leave it out for the default"),
+        ));
+    };
     if !(0.0..=1.0).contains(&value) {
         return Err(Error::invalid(
             format!("{name} {value} is out of range"),
@@ -213,6 +298,32 @@ mod tests {
             Sqlstate::ProgramLimitExceeded
         );
         assert!(check_content(Some(&"x".repeat(MAX_CONTENT_BYTES))).is_ok());
+        // zero-width characters alone are as empty as whitespace
+        for blank in ["\u{200B}\u{200C}\u{200D}", "\u{FEFF} \u{2060}", "\u{00AD}\t"] {
+            assert!(check_content(Some(blank)).is_err(), "{blank:?}");
+        }
+        assert!(check_content(Some("\u{200B}tea")).is_ok());
+    }
+
+    #[test]
+    fn json_shape() {
+        assert!(check_json(
+            "metadata",
+            r#"{"a": [1, 2.5, -3e10, {"b": "]]]]{{{{ \" 1e999"}], "c": 1e300}"#
+        )
+        .is_ok());
+        let deep = format!("{}{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        let e = check_json("metadata", &deep).unwrap_err();
+        assert!(e.message.contains("deeper"), "{e}");
+        let ok = format!("{}{}", "[".repeat(MAX_JSON_DEPTH), "]".repeat(MAX_JSON_DEPTH));
+        assert!(check_json("metadata", &ok).is_ok());
+        // far deeper than any recursion limit: measured, not recursed
+        let very = format!("{{\"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(check_json("metadata", &very).is_err());
+        for n in ["1e400", "-1e301", "1".repeat(400).as_str()] {
+            let e = check_json("metadata", &format!(r#"{{"n": {n}}}"#)).unwrap_err();
+            assert!(e.message.contains("double"), "{n}: {e}");
+        }
     }
 
     #[test]
@@ -253,9 +364,11 @@ mod tests {
         assert!(check_metadata("object", 10).is_ok());
         assert!(check_metadata("array", 10).is_err());
         assert!(check_metadata("object", MAX_METADATA_BYTES + 1).is_err());
-        assert!(check_unit_interval("importance", 0.5).is_ok());
-        assert!(check_unit_interval("importance", 1.5).is_err());
-        assert!(check_unit_interval("importance", f64::NAN).is_err());
+        assert!(check_unit_interval("importance", Some(0.5)).is_ok());
+        assert!(check_unit_interval("importance", Some(1.5)).is_err());
+        let e = check_unit_interval("importance", None).unwrap_err();
+        assert!(!e.message.contains("NaN"), "{e}");
+        assert!(check_unit_interval("importance", Some(f64::NAN)).is_err());
         assert!(check_dims(384).is_ok());
         assert!(check_dims(0).is_err());
         assert!(check_merge_ids(2, 2).is_ok());

@@ -77,8 +77,23 @@ impl Client {
         options: HttpOptions,
         format: Format,
     ) -> Result<Client, EmbedError> {
+        // Credentials in the URL would go out as Basic auth to whatever
+        // answers; the key belongs in the api key option (a bearer token).
+        if let Ok(u) = reqwest::Url::parse(base_url) {
+            if !u.username().is_empty() || u.password().is_some() {
+                return Err(EmbedError::Http {
+                    url: "(a URL with credentials)".into(),
+                    message: "the embedding service URL carries credentials (user:password@); remove them and \
+                              pass the key as the API key (--embedder-api-key / --image-embedder-api-key)"
+                        .into(),
+                });
+            }
+        }
+        // Redirects are not followed: a 307 would re-send the texts (and
+        // the bearer key) to another host.
         let http = reqwest::Client::builder()
             .timeout(options.timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| EmbedError::Http {
                 url: base_url.into(),
@@ -209,5 +224,18 @@ impl Embedder for OllamaEmbedder {
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.0.embed(texts).await
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_the_url_are_refused() {
+        let new = |url: &str| Client::new(url, "/v1/embeddings", "m", 3, HttpOptions::default(), Format::OpenAi);
+        let e = new("http://user:secret@127.0.0.1:9").err().unwrap().to_string();
+        assert!(e.contains("credentials") && !e.contains("secret"), "{e}");
+        assert!(new("http://127.0.0.1:9").is_ok());
     }
 }

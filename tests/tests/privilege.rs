@@ -1,0 +1,297 @@
+//! Issue 18, finding 1: a privileged session's rights are never lent to code
+//! that an unprivileged role owns. The attacker is a role that is a member
+//! of `engram_agent` only and owns its own schema `app` (a common layout).
+//! Its code tries, each time, to read bob's memories into `app.loot`, raise
+//! bob's ghost `default_trust` and add `mallory` to the group `team` — run
+//! by a real ANALYZE, a real autovacuum, a DBA's call of its SECURITY
+//! DEFINER function, a trigger, a view, a column default, COPY and an event
+//! trigger. Every path worked on 0.6.0 (the privilege came from the session
+//! role); now each is refused with a message that names the reason, and
+//! bob's data is untouched. The DBA's own calls keep working.
+
+use engram_tests::*;
+use tokio_postgres::Client;
+
+const SECRET: &str = "bob's secret ERR-7";
+
+/// The attacker's role, schema and loot table; bob's memory, ghost settings
+/// (default_trust 0) and the group `team` (alice only).
+async fn setup(db: &TestDb) -> (String, Client) {
+    let role = format!("sr_{}", db.name);
+    create(&db.admin, "bob", SECRET, &[1.0, 0.0, 0.0, 0.0], "").await;
+    db.admin
+        .batch_execute(&format!(
+            "SELECT engram.ghost_settings(owner => 'bob', default_trust => 0);
+             SELECT engram.add_member('team', 'alice');
+             DROP ROLE IF EXISTS {role};
+             CREATE ROLE {role} LOGIN IN ROLE engram_agent;
+             CREATE SCHEMA app AUTHORIZATION {role};"
+        ))
+        .await
+        .unwrap();
+    let c = connect_as(&db.name, &role).await;
+    // Each attempt on its own, so that one refusal does not hide the others;
+    // refusals are recorded too, to check the message.
+    c.batch_execute(
+        "CREATE TABLE app.loot (what text);
+         CREATE FUNCTION app.steal() RETURNS integer LANGUAGE plpgsql AS $$
+         BEGIN
+             BEGIN
+                 INSERT INTO app.loot SELECT 'stolen: ' || l.content FROM engram.list(owner => 'bob') l;
+             EXCEPTION WHEN others THEN INSERT INTO app.loot VALUES ('refused: ' || SQLERRM);
+             END;
+             BEGIN
+                 PERFORM engram.ghost_settings(owner => 'bob', default_trust => 5);
+             EXCEPTION WHEN others THEN INSERT INTO app.loot VALUES ('refused: ' || SQLERRM);
+             END;
+             BEGIN
+                 PERFORM engram.add_member('team', 'mallory');
+             EXCEPTION WHEN others THEN INSERT INTO app.loot VALUES ('refused: ' || SQLERRM);
+             END;
+             BEGIN
+                 PERFORM engram.create_token(owner => 'bob', label => 'stolen');
+             EXCEPTION WHEN others THEN INSERT INTO app.loot VALUES ('refused: ' || SQLERRM);
+             END;
+             RETURN 1;
+         END $$;
+         CREATE FUNCTION app.steal_v() RETURNS integer LANGUAGE sql SECURITY DEFINER AS 'SELECT app.steal()';",
+    )
+    .await
+    .unwrap();
+    (role, c)
+}
+
+/// What the attack left: bob's default trust, whether mallory is in team,
+/// bob's token count, and the loot.
+async fn outcome(db: &TestDb) -> (i16, bool, i64, Vec<String>) {
+    let row = db
+        .admin
+        .query_one(
+            "SELECT (SELECT default_trust FROM engram.ghost_settings WHERE owner = 'bob'),
+                    EXISTS (SELECT 1 FROM engram.group_members WHERE group_id = 'team' AND member = 'mallory'),
+                    (SELECT count(*) FROM engram.tokens WHERE owner = 'bob')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let loot = column::<String>(&db.admin, "SELECT what FROM app.loot ORDER BY what").await;
+    (row.get(0), row.get(1), row.get(2), loot)
+}
+
+/// Nothing of bob's reached the attacker and nothing changed; every attempt
+/// was refused (four per run) with a message containing `reason`.
+async fn assert_refused(db: &TestDb, reason: &str) {
+    let (trust, mallory, tokens, loot) = outcome(db).await;
+    assert_eq!(trust, 0, "bob's default_trust changed; loot: {loot:?}");
+    assert!(!mallory, "mallory was added to team; loot: {loot:?}");
+    assert_eq!(tokens, 0, "a token was minted for bob; loot: {loot:?}");
+    assert!(loot.iter().all(|l| l.starts_with("refused: ")), "{loot:?}");
+    assert!(!loot.is_empty() && loot.len() % 4 == 0, "{loot:?}");
+    assert!(
+        loot.iter().any(|l| l.contains(reason)),
+        "no refusal names {reason:?}: {loot:?}"
+    );
+}
+
+#[tokio::test]
+async fn analyze_and_autovacuum_do_not_lend_the_dbas_privilege_to_index_expressions() {
+    let db = TestDb::new(4).await;
+    let (_role, c) = setup(&db).await;
+    // An IMMUTABLE wrapper in an expression index: ANALYZE evaluates it.
+    c.batch_execute(
+        "CREATE FUNCTION app.f(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT app.steal_v() + $1';
+         CREATE TABLE app.t (x integer) WITH (autovacuum_analyze_threshold = 1, autovacuum_analyze_scale_factor = 0);
+         CREATE INDEX ON app.t (app.f(x));
+         INSERT INTO app.t SELECT generate_series(1, 3);
+         TRUNCATE app.loot;",
+    )
+    .await
+    .unwrap();
+    // Called by the attacker itself: never privileged (control).
+    let (code, _) = sqlstate(c.query("SELECT engram.list(owner => 'bob')", &[]).await);
+    assert_eq!(code, "42501");
+
+    // A DBA's manual ANALYZE.
+    db.admin.batch_execute("ANALYZE app.t").await.unwrap();
+    assert_refused(&db, "security-restricted operation").await;
+
+    // A real autovacuum run: the launcher visits this database within about
+    // a second while the naptime is 1 s.
+    db.admin.batch_execute("TRUNCATE app.loot").await.unwrap();
+    c.batch_execute("INSERT INTO app.t SELECT generate_series(4, 40)").await.unwrap();
+    let root = connect_as("postgres", "postgres").await;
+    // (ALTER SYSTEM refuses to run in the implicit transaction of a
+    // multi-statement query: one statement per call.)
+    root.batch_execute("ALTER SYSTEM SET autovacuum_naptime = 1").await.unwrap();
+    root.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    let mut analyzed = false;
+    for _ in 0..120 {
+        let n: i64 = db
+            .admin
+            .query_one(
+                "SELECT coalesce(autoanalyze_count, 0) FROM pg_stat_user_tables WHERE relid = 'app.t'::regclass",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            analyzed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    root.batch_execute("ALTER SYSTEM RESET autovacuum_naptime").await.unwrap();
+    root.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    assert!(analyzed, "autovacuum did not analyze app.t within 60 s");
+    assert_refused(&db, "security-restricted operation").await;
+}
+
+#[tokio::test]
+async fn a_dba_calling_code_of_an_unprivileged_role_lends_it_nothing() {
+    let db = TestDb::new(4).await;
+    let (role, c) = setup(&db).await;
+
+    // Its SECURITY DEFINER function, called by the DBA.
+    db.admin.batch_execute("SELECT app.steal_v()").await.unwrap();
+    assert_refused(&db, "owned by role").await;
+
+    // Its plain (invoker) function, called by the DBA: runs as the DBA, but
+    // the code is the attacker's.
+    db.admin.batch_execute("TRUNCATE app.loot; SELECT app.steal()").await.unwrap();
+    assert_refused(&db, "function app.steal() owned by role").await;
+
+    // A trigger on its table, fired by the DBA's INSERT.
+    c.batch_execute(
+        "CREATE TABLE app.t2 (x integer);
+         CREATE FUNCTION app.trig() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM app.steal(); RETURN NEW; END $$;
+         CREATE TRIGGER t2_steal BEFORE INSERT ON app.t2 FOR EACH ROW EXECUTE FUNCTION app.trig();",
+    )
+    .await
+    .unwrap();
+    db.admin.batch_execute("TRUNCATE app.loot; INSERT INTO app.t2 VALUES (1)").await.unwrap();
+    assert_refused(&db, "owned by role").await;
+
+    // An event trigger whose function the attacker owns (a superuser made
+    // the event trigger), fired by the DBA's DDL.
+    c.batch_execute(
+        "CREATE FUNCTION app.on_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM app.steal(); END $$;",
+    )
+    .await
+    .unwrap();
+    db.admin
+        .batch_execute(
+            "TRUNCATE app.loot;
+             CREATE EVENT TRIGGER steal_on_ddl ON ddl_command_end EXECUTE FUNCTION app.on_ddl();
+             CREATE TABLE public.innocent (x integer);
+             DROP EVENT TRIGGER steal_on_ddl;",
+        )
+        .await
+        .unwrap();
+    assert_refused(&db, "owned by role").await;
+
+    // The SQL function inlined into the DBA's query would hide the owner
+    // from the function manager; the hook keeps it from being inlined.
+    c.batch_execute(
+        "CREATE FUNCTION app.inline_me() RETURNS SETOF text LANGUAGE sql STABLE
+         AS $$ SELECT l.content FROM engram.list(owner => 'bob') l $$;",
+    )
+    .await
+    .unwrap();
+    let (code, msg) = sqlstate(db.admin.query("SELECT * FROM app.inline_me()", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains(&format!("owned by role {role}")), "{msg}");
+}
+
+#[tokio::test]
+async fn views_defaults_and_copy_of_an_unprivileged_role_lend_it_nothing() {
+    let db = TestDb::new(4).await;
+    let (_role, c) = setup(&db).await;
+    // A view calling engram directly: no function of the attacker runs.
+    c.batch_execute(
+        "CREATE VIEW app.v AS SELECT l.content FROM engram.list(owner => 'bob') l;
+         CREATE VIEW app.w AS SELECT engram.add_member('team', 'mallory') AS added;
+         CREATE TABLE app.t3 (x integer, trust jsonb DEFAULT engram.ghost_settings(owner => 'bob', default_trust => 5));",
+    )
+    .await
+    .unwrap();
+    for sql in [
+        "SELECT * FROM app.v",
+        "SELECT * FROM app.w",
+        "INSERT INTO app.t3 (x) VALUES (1)",
+    ] {
+        let (code, msg) = sqlstate(db.admin.query(sql, &[]).await);
+        assert_eq!(code, "42501", "{sql}: {msg}");
+        assert!(msg.contains("owned by role sr_"), "{sql}: {msg}");
+    }
+    // COPY FROM evaluates the default outside the executor.
+    let (ok, out) = psql(&db.name, "COPY app.t3 (x) FROM STDIN;\n2\n\\.\n");
+    assert!(!ok, "COPY was accepted: {out}");
+    assert!(out.contains("owned by role sr_"), "COPY: {out}");
+    let (trust, mallory, _, _) = outcome(&db).await;
+    assert_eq!((trust, mallory), (0, false));
+    let rows: i64 = db.admin.query_one("SELECT count(*) FROM app.t3", &[]).await.unwrap().get(0);
+    assert_eq!(rows, 0);
+}
+
+#[tokio::test]
+async fn the_dbas_own_calls_keep_their_privilege() {
+    let db = TestDb::new(4).await;
+    let (_role, _c) = setup(&db).await;
+    // Top level, inside the DBA's own definer function, beside a table the
+    // DBA owns, and inside a trigger of the DBA's table: all privileged.
+    db.admin
+        .batch_execute(
+            "CREATE TABLE public.mine (x integer);
+             INSERT INTO public.mine VALUES (1);
+             CREATE FUNCTION public.dba_list() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
+                 AS $$ SELECT l.content FROM engram.list(owner => 'bob') l $$;
+             CREATE FUNCTION public.dba_trig() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM engram.ghost_settings(owner => 'bob', default_trust => 2); RETURN NEW; END $$;
+             CREATE TRIGGER mine_trust AFTER INSERT ON public.mine FOR EACH ROW EXECUTE FUNCTION public.dba_trig();",
+        )
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT l.content FROM engram.list(owner => 'bob') l",
+        "SELECT * FROM public.dba_list()",
+        "SELECT l.content FROM public.mine m, engram.list(owner => 'bob') l",
+    ] {
+        let got = column::<String>(&db.admin, sql).await;
+        assert_eq!(got, vec![SECRET.to_string()], "{sql}");
+    }
+    db.admin.batch_execute("INSERT INTO public.mine VALUES (2)").await.unwrap();
+    let (trust, _, _, _) = outcome(&db).await;
+    assert_eq!(trust, 2);
+    // After a refused call in a subtransaction, the session is privileged
+    // again: nothing of the refusal lingers.
+    db.admin
+        .batch_execute(
+            "DO $$ BEGIN
+                 BEGIN PERFORM app.steal(); EXCEPTION WHEN others THEN NULL; END;
+             END $$",
+        )
+        .await
+        .unwrap();
+    let got = column::<String>(&db.admin, "SELECT l.content FROM engram.list(owner => 'bob') l").await;
+    assert_eq!(got, vec![SECRET.to_string()]);
+    // A non-superuser DBA (SET on engram.owner) runs the same checks.
+    let dba = format!("dba_{}", db.name);
+    db.admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {dba}; CREATE ROLE {dba} LOGIN IN ROLE engram_agent;
+             GRANT SET ON PARAMETER engram.owner TO {dba};
+             GRANT USAGE ON SCHEMA app TO {dba};
+             GRANT SELECT ON app.loot TO {dba};"
+        ))
+        .await
+        .unwrap();
+    let d = connect_as(&db.name, &dba).await;
+    let got = column::<String>(&d, "SELECT l.content FROM engram.list(owner => 'bob') l").await;
+    assert_eq!(got, vec![SECRET.to_string()]);
+    let (code, msg) = sqlstate(d.query("SELECT l.content FROM app.loot, engram.list(owner => 'bob') l", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("relation app.loot owned by role sr_"), "{msg}");
+}
