@@ -44,7 +44,7 @@ ensure_postgres_can_reach() {
 }
 
 # cluster_start NAME PORT DBNAME: an initdb'd cluster under $ENGRAM_HOME/NAME,
-# run as postgres, pg_cron preloaded for DBNAME, sockets under the cluster dir,
+# run as postgres, pg_cron (for DBNAME) and engram preloaded, sockets under the cluster dir,
 # TCP on ENGRAM_LISTEN_ADDRESSES (127.0.0.1; the container image listens on *).
 cluster_dir() { echo "$ENGRAM_HOME/$1"; }
 
@@ -82,9 +82,16 @@ CONF
   chown postgres:postgres "$data/engram.conf"
   grep -q "^include_if_exists = 'engram.conf'" "$data/postgresql.conf" ||
     echo "include_if_exists = 'engram.conf'" >>"$data/postgresql.conf"
+  # engram is preloaded: a running postmaster keeps the library it started
+  # with (every backend is forked from it), so a newer engram.so needs a
+  # restart too.
+  local lib; lib="$("$PG_CONFIG" --pkglibdir)/engram.so"
+  if [ -f "$data/postmaster.pid" ] && [ -f "$lib" ] && [ "$lib" -nt "$data/postmaster.pid" ]; then
+    changed=1
+  fi
   if as_postgres "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     if [ "$changed" = 1 ]; then
-      info "cluster '$name' running; restarting it to apply changed settings"
+      info "cluster '$name' running; restarting it to apply changed settings or a new engram library"
       as_postgres "$PG_BIN/pg_ctl" -D "$data" -w -m fast restart -l "$dir/postgres.log" >/dev/null ||
         die "could not restart cluster '$name'; see $dir/postgres.log"
     else

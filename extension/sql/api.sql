@@ -41,7 +41,7 @@ BEGIN
         IF v_withheld IS NOT NULL THEN
             RAISE EXCEPTION 'engram does not lend the privileges of role % to this call: %', engram._caller_role(), v_withheld
                 USING ERRCODE = '42501',
-                      HINT = 'run the call directly in the session, not from code or relations of another role, or bind the transaction with a token (engram.bind)';
+                      HINT = 'bind the transaction with a token (engram.bind), or see "Privilege that cannot be borrowed" in docs/SECURITY.md';
         END IF;
         RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
             USING ERRCODE = '42501';

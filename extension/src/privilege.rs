@@ -72,7 +72,14 @@ pub fn init() {
     // SAFETY: _PG_init runs once per process, in its only thread, before any
     // of these hooks can be called; the previous values are chained.
     unsafe {
-        PRELOADED.set(pg_sys::process_shared_preload_libraries_in_progress || !pg_sys::IsTransactionState());
+        // shared_preload_libraries: in the postmaster; session_preload_libraries:
+        // during InitPostgres, before the backend's mode is normal (and so
+        // before any statement). A later load runs inside some statement.
+        PRELOADED.set(
+            pg_sys::process_shared_preload_libraries_in_progress
+                || pg_sys::Mode != pg_sys::ProcessingMode::NormalProcessing
+                || !pg_sys::IsTransactionState(),
+        );
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr_hook);
         PREV_FMGR = pg_sys::fmgr_hook;
@@ -379,7 +386,8 @@ pub fn withheld() -> Option<String> {
         return Some(
             "engram was not preloaded in this server process, so code that another role owns could be running \
              unseen; add engram to shared_preload_libraries (e.g. shared_preload_libraries = 'pg_cron,engram') \
-             and restart PostgreSQL"
+             and restart PostgreSQL, or to session_preload_libraries (ALTER DATABASE ... SET \
+             session_preload_libraries = 'engram', for new sessions)"
                 .to_string(),
         );
     }
