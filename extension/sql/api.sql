@@ -34,6 +34,12 @@ BEGIN
         END IF;
         RETURN p_owner;
     END IF;
+    -- Only a binding engram.bind made counts: an engram.owner that a DBA set
+    -- (SET, ALTER DATABASE/ROLE ... SET) is the DBA's default, never a
+    -- binding for a restricted call (nor for the DBA's withheld one).
+    IF v_bound IS NOT NULL AND engram._binding() IS NULL THEN
+        v_bound := NULL;
+    END IF;
     IF v_bound IS NULL THEN
         -- A privileged session role whose privilege is withheld: say why
         -- (extension/src/privilege.rs), not just "not bound".
@@ -1409,14 +1415,27 @@ $fn$;
 -- Records a search that found nothing (engram.misses, shown by stats), like
 -- _touch skipped in read-only transactions. The query text is cut at 1000
 -- characters.
+-- Bounded per owner without counting: every 100th miss of the database
+-- (by id) trims its owner's to the newest 1000. Not recorded for an owner
+-- erased while the search's transaction ran.
 CREATE FUNCTION engram._miss(p_owner text, p_text text, p_had_embedding boolean) RETURNS void
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_id bigint;
 BEGIN
     IF NOT current_setting('transaction_read_only')::boolean THEN
         -- A metric: a failure to record it must never fail the search.
         BEGIN
             INSERT INTO engram.misses (owner, query_text, had_embedding)
-            VALUES (p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding);
+            SELECT p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding
+            WHERE NOT EXISTS (SELECT 1 FROM engram.owner_locks l
+                              WHERE l.owner = p_owner AND l.erased_at >= transaction_timestamp())
+            RETURNING id INTO v_id;
+            IF v_id % 100 = 0 THEN
+                DELETE FROM engram.misses x
+                WHERE x.owner = p_owner AND x.id < (SELECT y.id FROM engram.misses y WHERE y.owner = p_owner
+                                                    ORDER BY y.id DESC OFFSET 999 LIMIT 1);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             RAISE WARNING 'engram: search miss not recorded: %', SQLERRM;
         END;
@@ -2508,6 +2527,7 @@ BEGIN
         RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' (the collection the token acts for)'
             USING ERRCODE = '22004';
     END IF;
+    PERFORM engram._check_short('label', create_token.label, 200);
     IF create_token.label IS NULL OR btrim(create_token.label) = '' THEN
         RAISE EXCEPTION 'label is required; name the token, e.g. label => ''laptop agent'''
             USING ERRCODE = '22004';

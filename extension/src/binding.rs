@@ -31,8 +31,14 @@ fn _bound_owner() -> Option<String> {
 #[pg_extern(stable, parallel_safe)]
 fn _rls_owner() -> Option<String> {
     let owner = gucs::owner()?;
-    let internal = gucs::binding()
-        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+    let Some(binding) = gucs::binding() else {
+        // engram.owner without engram.bind: a DBA's own setting (a non-
+        // superuser DBA reads under RLS), never a restricted role's, even
+        // when a superuser put it in a database or role default.
+        return _caller_privileged().then_some(owner);
+    };
+    let internal = serde_json::from_str::<serde_json::Value>(&binding)
+        .ok()
         .is_some_and(|b| b.get("internal").is_some_and(serde_json::Value::is_object));
     (!internal).then_some(owner)
 }
@@ -56,7 +62,10 @@ fn outer_role() -> pg_sys::Oid {
 /// it (see privilege.rs).
 #[pg_extern(volatile, parallel_safe)]
 fn _caller_privileged() -> bool {
-    privilege::role_privileged(outer_role()) && privilege::withheld().is_none()
+    // A parallel worker does not see the leader's frames and marks.
+    // SAFETY: reads a backend global.
+    let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
+    !worker && privilege::role_privileged(outer_role()) && privilege::withheld().is_none()
 }
 
 /// Why a privileged session role's call is treated as a restricted one right

@@ -118,11 +118,15 @@ async fn analyze_and_autovacuum_do_not_lend_the_dbas_privilege_to_index_expressi
     // A real autovacuum run: the launcher visits this database within about
     // a second while the naptime is 1 s.
     db.admin.batch_execute("TRUNCATE app.loot").await.unwrap();
-    c.batch_execute("INSERT INTO app.t SELECT generate_series(4, 40)").await.unwrap();
+    c.batch_execute("INSERT INTO app.t SELECT generate_series(4, 40)")
+        .await
+        .unwrap();
     let root = connect_as("postgres", "postgres").await;
     // (ALTER SYSTEM refuses to run in the implicit transaction of a
     // multi-statement query: one statement per call.)
-    root.batch_execute("ALTER SYSTEM SET autovacuum_naptime = 1").await.unwrap();
+    root.batch_execute("ALTER SYSTEM SET autovacuum_naptime = 1")
+        .await
+        .unwrap();
     root.batch_execute("SELECT pg_reload_conf()").await.unwrap();
     let mut analyzed = false;
     for _ in 0..120 {
@@ -141,7 +145,9 @@ async fn analyze_and_autovacuum_do_not_lend_the_dbas_privilege_to_index_expressi
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    root.batch_execute("ALTER SYSTEM RESET autovacuum_naptime").await.unwrap();
+    root.batch_execute("ALTER SYSTEM RESET autovacuum_naptime")
+        .await
+        .unwrap();
     root.batch_execute("SELECT pg_reload_conf()").await.unwrap();
     assert!(analyzed, "autovacuum did not analyze app.t within 60 s");
     assert_refused(&db, "security-restricted operation").await;
@@ -158,7 +164,10 @@ async fn a_dba_calling_code_of_an_unprivileged_role_lends_it_nothing() {
 
     // Its plain (invoker) function, called by the DBA: runs as the DBA, but
     // the code is the attacker's.
-    db.admin.batch_execute("TRUNCATE app.loot; SELECT app.steal()").await.unwrap();
+    db.admin
+        .batch_execute("TRUNCATE app.loot; SELECT app.steal()")
+        .await
+        .unwrap();
     assert_refused(&db, "function app.steal() owned by role").await;
 
     // A trigger on its table, fired by the DBA's INSERT.
@@ -170,7 +179,10 @@ async fn a_dba_calling_code_of_an_unprivileged_role_lends_it_nothing() {
     )
     .await
     .unwrap();
-    db.admin.batch_execute("TRUNCATE app.loot; INSERT INTO app.t2 VALUES (1)").await.unwrap();
+    db.admin
+        .batch_execute("TRUNCATE app.loot; INSERT INTO app.t2 VALUES (1)")
+        .await
+        .unwrap();
     assert_refused(&db, "owned by role").await;
 
     // An event trigger whose function the attacker owns (a superuser made
@@ -232,7 +244,12 @@ async fn views_defaults_and_copy_of_an_unprivileged_role_lend_it_nothing() {
     assert!(out.contains("owned by role sr_"), "COPY: {out}");
     let (trust, mallory, _, _) = outcome(&db).await;
     assert_eq!((trust, mallory), (0, false));
-    let rows: i64 = db.admin.query_one("SELECT count(*) FROM app.t3", &[]).await.unwrap().get(0);
+    let rows: i64 = db
+        .admin
+        .query_one("SELECT count(*) FROM app.t3", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(rows, 0);
 }
 
@@ -262,7 +279,10 @@ async fn the_dbas_own_calls_keep_their_privilege() {
         let got = column::<String>(&db.admin, sql).await;
         assert_eq!(got, vec![SECRET.to_string()], "{sql}");
     }
-    db.admin.batch_execute("INSERT INTO public.mine VALUES (2)").await.unwrap();
+    db.admin
+        .batch_execute("INSERT INTO public.mine VALUES (2)")
+        .await
+        .unwrap();
     let (trust, _, _, _) = outcome(&db).await;
     assert_eq!(trust, 2);
     // After a refused call in a subtransaction, the session is privileged
@@ -291,7 +311,141 @@ async fn the_dbas_own_calls_keep_their_privilege() {
     let d = connect_as(&db.name, &dba).await;
     let got = column::<String>(&d, "SELECT l.content FROM engram.list(owner => 'bob') l").await;
     assert_eq!(got, vec![SECRET.to_string()]);
-    let (code, msg) = sqlstate(d.query("SELECT l.content FROM app.loot, engram.list(owner => 'bob') l", &[]).await);
+    let (code, msg) = sqlstate(
+        d.query("SELECT l.content FROM app.loot, engram.list(owner => 'bob') l", &[])
+            .await,
+    );
     assert_eq!(code, "42501", "{msg}");
     assert!(msg.contains("relation app.loot owned by role sr_"), "{msg}");
+}
+
+/// The second review's attacks: a DBA's own `engram.owner` setting, cursors
+/// the attacker's code opened, a partition reached by tuple routing, and
+/// DDL that evaluates the attacker's constraints outside the executor.
+#[tokio::test]
+async fn settings_cursors_partitions_and_ddl_lend_nothing() {
+    let db = TestDb::new(4).await;
+    let (role, c) = setup(&db).await;
+    c.batch_execute(
+        "CREATE FUNCTION app.f(integer) RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT app.steal_v() + $1';
+         CREATE TABLE app.t (x integer);
+         CREATE INDEX ON app.t (app.f(x));
+         INSERT INTO app.t VALUES (1);
+         TRUNCATE app.loot;",
+    )
+    .await
+    .unwrap();
+    // engram.owner set by the DBA is no binding for the code it runs.
+    db.admin
+        .batch_execute("SET engram.owner = 'bob'; ANALYZE app.t; RESET engram.owner")
+        .await
+        .unwrap();
+    assert_refused(&db, "security-restricted operation").await;
+    // Nor for a restricted role when a database default sets it.
+    db.admin
+        .batch_execute(&format!("ALTER DATABASE {} SET engram.owner = 'bob'", db.name))
+        .await
+        .unwrap();
+    let unbound = db.agent_without_owner().await;
+    let seen: i64 = unbound
+        .query_one("SELECT count(*) FROM engram.memories", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(seen, 0, "a database default of engram.owner bound a restricted role");
+    let (code, _) = sqlstate(unbound.query("SELECT * FROM engram.list()", &[]).await);
+    assert_eq!(code, "42501");
+    db.admin
+        .batch_execute(&format!("ALTER DATABASE {} RESET engram.owner", db.name))
+        .await
+        .unwrap();
+
+    // A holdable cursor the attacker's definer function declares runs at
+    // the DBA's commit; a refcursor it opens runs at the DBA's FETCH.
+    c.batch_execute(
+        "CREATE FUNCTION app.sched() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER AS $$
+         BEGIN
+             EXECUTE 'DECLARE app_c CURSOR WITH HOLD FOR SELECT engram.ghost_settings(owner => ''bob'', default_trust => 5)';
+             RETURN 1;
+         END $$;
+         CREATE FUNCTION app.report() RETURNS refcursor LANGUAGE plpgsql AS $$
+         DECLARE c refcursor := 'report';
+         BEGIN OPEN c FOR SELECT engram.ghost_settings(owner => 'bob', default_trust => 5); RETURN c; END $$;",
+    )
+    .await
+    .unwrap();
+    let (code, msg) = sqlstate(db.admin.batch_execute("SELECT app.sched()").await);
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("started while function app.sched()"), "{msg}");
+    let (code, msg) = sqlstate(
+        db.admin
+            .batch_execute("BEGIN; SELECT app.report(); FETCH ALL FROM report; COMMIT;")
+            .await,
+    );
+    db.admin.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("started while function app.report()"), "{msg}");
+
+    // A partition the attacker owns, reached by tuple routing (INSERT and
+    // COPY into the DBA's partitioned table).
+    db.admin
+        .batch_execute("CREATE TABLE public.events (tenant text, x integer) PARTITION BY LIST (tenant)")
+        .await
+        .unwrap();
+    c.batch_execute(&format!(
+        "CREATE TABLE app.events_app (tenant text, x integer);
+         ALTER TABLE app.events_app ADD CONSTRAINT steal CHECK (current_user = '{role}'
+             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL);"
+    ))
+    .await
+    .unwrap();
+    db.admin
+        .batch_execute("ALTER TABLE public.events ATTACH PARTITION app.events_app FOR VALUES IN ('app')")
+        .await
+        .unwrap();
+    let (code, msg) = sqlstate(
+        db.admin
+            .batch_execute("INSERT INTO public.events VALUES ('app', 1)")
+            .await,
+    );
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("relation app.events_app owned by role"), "{msg}");
+    let (ok, out) = psql(&db.name, "COPY public.events FROM STDIN;\napp\t2\n\\.\n");
+    assert!(
+        !ok && out.contains("relation app.events_app owned by role"),
+        "COPY: {out}"
+    );
+
+    // ALTER TABLE re-checks the attacker's constraint; ALTER DOMAIN
+    // validates the attacker's domain constraint.
+    c.batch_execute(&format!(
+        "CREATE TABLE app.t2 (x integer);
+         INSERT INTO app.t2 VALUES (1);
+         ALTER TABLE app.t2 ADD CONSTRAINT steal CHECK (current_user = '{role}'
+             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL);
+         CREATE DOMAIN app.dom AS integer;
+         CREATE TABLE app.t3 (x app.dom);
+         INSERT INTO app.t3 VALUES (1);
+         ALTER DOMAIN app.dom ADD CONSTRAINT steal CHECK (current_user = '{role}'
+             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL) NOT VALID;"
+    ))
+    .await
+    .unwrap();
+    let (code, msg) = sqlstate(
+        db.admin
+            .batch_execute("ALTER TABLE app.t2 ALTER COLUMN x TYPE bigint")
+            .await,
+    );
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("relation app.t2 owned by role"), "{msg}");
+    let (code, msg) = sqlstate(
+        db.admin
+            .batch_execute("ALTER DOMAIN app.dom VALIDATE CONSTRAINT steal")
+            .await,
+    );
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("domain app.dom owned by role"), "{msg}");
+
+    let (trust, mallory, tokens, _) = outcome(&db).await;
+    assert_eq!((trust, mallory, tokens), (0, false, 0));
 }
