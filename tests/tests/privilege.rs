@@ -416,13 +416,13 @@ async fn settings_cursors_partitions_and_ddl_lend_nothing() {
         "COPY: {out}"
     );
 
-    // ALTER TABLE re-checks the attacker's constraint; ALTER DOMAIN
-    // validates the attacker's domain constraint.
+    // ALTER TABLE and ALTER DOMAIN validate the attacker's constraints
+    // outside the executor.
     c.batch_execute(&format!(
         "CREATE TABLE app.t2 (x integer);
          INSERT INTO app.t2 VALUES (1);
          ALTER TABLE app.t2 ADD CONSTRAINT steal CHECK (current_user = '{role}'
-             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL);
+             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL) NOT VALID;
          CREATE DOMAIN app.dom AS integer;
          CREATE TABLE app.t3 (x app.dom);
          INSERT INTO app.t3 VALUES (1);
@@ -433,7 +433,7 @@ async fn settings_cursors_partitions_and_ddl_lend_nothing() {
     .unwrap();
     let (code, msg) = sqlstate(
         db.admin
-            .batch_execute("ALTER TABLE app.t2 ALTER COLUMN x TYPE bigint")
+            .batch_execute("ALTER TABLE app.t2 VALIDATE CONSTRAINT steal")
             .await,
     );
     assert_eq!(code, "42501", "{msg}");
