@@ -6,8 +6,16 @@
 --   security-restricted operation, a function or a relation of an
 --   unprivileged role is running (extension/src/privilege.rs, which needs
 --   engram in shared_preload_libraries); administrative functions require
---   it (engram._require_privileged);
--- * see docs/SECURITY.md for the rest.
+--   it (engram._require_privileged); a restricted call needs a binding
+--   that engram.bind made (engram.binding), not just engram.owner;
+-- * closed groups: only members, platform tokens and DBAs publish to one;
+-- * every writer takes the owner lock; erase_owner leaves a tombstone
+--   (owner_locks.erased_at) so that writes queued behind it fail;
+-- * import takes no provenance from the file unless keep_provenance;
+-- * per-owner quotas (engram.max_*_per_owner), counted in owner_locks by
+--   statement triggers and recounted here from the stored rows;
+-- * bounded input (1-D tags, JSON depth and numbers, lengths, ttl range,
+--   cursors, echoes); see docs/SECURITY.md.
 --
 -- Built as sql/README.md says: 1. drop the previous API; 2. change the
 -- tables; 3. create the new Rust functions; 4. load the new api.sql from
@@ -57,12 +65,47 @@ $$;
 
 -- 2. Tables.
 
+-- engram.owner_locks also counts each owner's usage against the per-owner
+-- quotas (filled in after the API is loaded, below) and keeps the
+-- tombstone of an erased owner (erased_at).
+ALTER TABLE engram.owner_locks
+    ADD COLUMN erased_at timestamptz,
+    ADD COLUMN memories bigint NOT NULL DEFAULT 0,
+    ADD COLUMN events bigint NOT NULL DEFAULT 0,
+    ADD COLUMN image_bytes bigint NOT NULL DEFAULT 0,
+    ADD COLUMN slots bigint NOT NULL DEFAULT 0,
+    ADD COLUMN workspaces bigint NOT NULL DEFAULT 0,
+    ADD COLUMN states bigint NOT NULL DEFAULT 0;
+
 -- 3. Rust functions new in 0.7.0.
 CREATE FUNCTION engram."_withheld_privilege"() RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL SAFE
+STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_withheld_privilege_wrapper';
+CREATE FUNCTION engram."_check_json"(
+	"what" TEXT, /* & str */
+	"json" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_check_json_wrapper';
+CREATE FUNCTION engram."_setting_quotas"() RETURNS jsonb /* pgrx :: JsonB */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_setting_quotas_wrapper';
 
 -- 4. The 0.7.0 API, from the library (engram._install_api loads it only when
 -- the library is 0.7.0; a later hop loads a later API).
 SELECT engram._install_api('0.7.0');
+
+-- The usage of every owner so far, counted once from the rows (the
+-- counting triggers keep it from here on). Only on the hop that loaded
+-- the 0.7.0 API (a later hop's API counts in its own way).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'recount_usage') THEN
+        PERFORM engram.recount_usage();
+    END IF;
+END
+$$;

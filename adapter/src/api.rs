@@ -55,12 +55,7 @@ async fn parsed_headers_only(req: axum::extract::Request, next: axum::middleware
 }
 
 fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
-    tracing::error!(panic = %what, "REST handler panicked");
+    tracing::error!(panic = %crate::tools::panic_message(&*panic), "REST handler panicked");
     ApiError(
         StatusCode::INTERNAL_SERVER_ERROR,
         "engram-mcp failed on this request (an internal error, logged by the server); nothing more was done".into(),

@@ -196,7 +196,8 @@ impl<K: std::hash::Hash + Eq + Clone, V> Bounded<K, V> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub fn size(&self) -> usize {
         self.map.len()
     }
 
@@ -575,20 +576,20 @@ mod tests {
         }
         assert!(!seen.insert("a".to_string(), ()), "known keys are not new");
         assert!(seen.insert("d".to_string(), ()));
-        assert_eq!(seen.len(), 3);
+        assert_eq!(seen.size(), 3);
         assert!(seen.get(&"a".to_string()).is_none(), "the oldest went first");
         assert!(seen.get(&"d".to_string()).is_some());
         for i in 0..100_000 {
             seen.insert(format!("owner{i}"), ());
         }
-        assert_eq!(seen.len(), 3, "a flood of owners stays within the cap");
+        assert_eq!(seen.size(), 3, "a flood of owners stays within the cap");
 
         let mut refused: Bounded<String, Vec<String>> = Bounded::new(2);
         refused.get_or_default("x".into()).push("sha1".into());
         refused.get_or_default("x".into()).push("sha2".into());
         refused.get_or_default("y".into());
         refused.get_or_default("z".into());
-        assert_eq!(refused.len(), 2);
+        assert_eq!(refused.size(), 2);
         assert!(refused.get(&"x".to_string()).is_none());
         assert_eq!(refused.get(&"z".to_string()), Some(&vec![]));
     }

@@ -121,14 +121,18 @@ async def test_captures_are_embedded_off_the_write_path(database, tokens):
             assert "observation number 7" in [x["content"] for x in r["results"]]
 
 
-async def test_a_backlog_left_by_kill_9_is_embedded_after_restart(database, tokens):
+@pytest.mark.parametrize("first_call", [("memory_context", {}), ("memory_search", {"query": "the crash"}),
+                                        ("memory_list", {})], ids=lambda c: c[0])
+async def test_a_backlog_left_by_kill_9_is_embedded_after_restart(database, tokens, first_call):
     # a server that would wait ten minutes before embedding: the backlog is
     # still there when it is killed
     proc, base = start(database, "--tools", "all", "--embed-batch-wait-ms", "600000")
-    async with mcp_session(base, tokens["bob"], **{"X-Session-Id": "crash"}) as s:
+    tool, args = first_call
+    async with mcp_session(base, tokens["bob"], **{"X-Session-Id": f"crash-{tool}"}) as s:
         ids = []
         for i in range(5):
-            r, err = await call(s, "memory_capture", event_type="observation", content=f"before the crash {i}")
+            r, err = await call(s, "memory_capture", event_type="observation",
+                                content=f"before the crash {i} ({tool})")
             assert not err, r
             ids.append(r["id"])
     proc.send_signal(signal.SIGKILL)
@@ -137,8 +141,8 @@ async def test_a_backlog_left_by_kill_9_is_embedded_after_restart(database, toke
     assert psql(database, f"SELECT count(*) FROM engram.memories WHERE id IN ({quoted}) AND embedding IS NULL") == "5"
     with serving(database, "--tools", "all") as base:
         async with mcp_session(base, tokens["bob"], **{"X-Session-Id": "after"}) as s:
-            # the owner's first call after the restart drains what was left
-            r, err = await call(s, "memory_context")
+            # the owner's first call after the restart, whatever the tool, drains what was left
+            r, err = await call(s, tool, **args)
             assert not err, r
             wait_for(lambda: psql(database, f"SELECT count(*) FROM engram.memories WHERE id IN ({quoted}) "
                                             "AND embedding IS NOT NULL") == "5", "the backlog after restart")

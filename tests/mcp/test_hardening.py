@@ -4,14 +4,13 @@ parse, the Host/Origin guard before everything (no token oracle), a cheap
 that hangs on a row it cannot read, read timeouts and a connection cap,
 status codes and retry hints, JSON-RPC errors for bodies that are not
 JSON-RPC, messages in the tools' words with capped echoes, length limits,
-and the capture backlog drained by any tool call after a kill -9."""
+and (test_continuity) the capture backlog drained by any tool call after a
+kill -9."""
 
 import asyncio
-import contextlib
 import http.server
 import json
 import select
-import signal
 import socket
 import threading
 import time
@@ -19,7 +18,8 @@ import time
 import httpx
 import pytest
 
-from conftest import HOST, INITIALIZE, JSON_HEADERS, PORT, call, free_port, mcp_session, new_database, psql, serving, start
+from conftest import INITIALIZE, JSON_HEADERS, call, free_port, mcp_session, new_database, psql, serving, start
+from test_security import _Embeddings as Embeddings, locked_memories
 
 pytestmark = pytest.mark.anyio
 
@@ -80,23 +80,13 @@ async def test_a_bad_host_gets_the_same_403_on_every_route_whatever_the_token(se
         assert c.get("/health").status_code == 200
 
 
-class CountingEmbeddings(http.server.BaseHTTPRequestHandler):
-    """An OpenAI-compatible embeddings endpoint that counts its requests."""
+class CountingEmbeddings(Embeddings):
+    """test_security's embeddings endpoint, counting its requests."""
     count = 0
 
     def do_POST(self):
         type(self).count += 1
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        out = json.dumps({"data": [{"index": i, "embedding": [1.0] + [0.0] * 383} for i, _ in enumerate(texts)]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out.encode())
-
-    def log_message(self, *args):
-        pass
+        super().do_POST()
 
 
 async def test_health_does_not_run_an_inference_per_call(database, tokens):
@@ -217,11 +207,10 @@ async def test_a_row_the_adapter_cannot_read_gets_an_error_answer_not_a_hang(tok
             assert not err, r
         with httpx.Client(base_url=base, timeout=20, headers=bearer(token)) as c:
             for bad in ids:
+                # answered, in JSON (before: a panic that dropped the connection)
                 r = c.get(f"/api/memories/{bad}")
-                assert r.status_code in (200, 500), r.status_code
-                assert r.headers["content-type"].startswith("application/json")
-                if r.status_code == 500:
-                    assert "error" in r.json()
+                assert r.headers["content-type"].startswith("application/json"), (r.status_code, r.text)
+                assert r.status_code == 200 or "error" in r.json(), r.text
             assert c.get("/health").status_code == 200
 
 
@@ -312,19 +301,6 @@ async def test_rest_status_codes_follow_the_sqlstate(server, tokens):
         assert r.status_code == 400 and len(r.text) < 400, r.text
 
 
-@contextlib.contextmanager
-def locked_memories(database, seconds):
-    import subprocess
-    p = subprocess.Popen(["psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", database, "-c",
-                          f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
-        yield
-    finally:
-        p.wait(seconds + 10)
-
-
 async def test_a_statement_timeout_says_retry_shortly(tokens):
     db = new_database()
     token = psql(db, "SELECT engram.create_token(owner => 'wes', label => 'pytest')")
@@ -405,6 +381,13 @@ async def test_messages_use_the_tools_words_and_cap_echoes(server, tokens):
         assert err and "reason" in text, text
         text, err = await call(s, "memory_grant", accessor="a" * 300, trust=1)
         assert err and "accessor" in text and len(text) < 400, text
+        # a conflict answer carries the start of each memory, not up to 5 x 256 KiB
+        body = "the nightly backup runs from the garage server, " * 4000
+        r, err = await call(s, "memory_remember", content="Alice's runbook: " + body)
+        assert not err and r["status"] == "created", r
+        r, err = await call(s, "memory_remember", content="Alice's runbook, revised: " + body)
+        assert not err and r["status"] == "conflict", r
+        assert all(len(c["content"]) <= 1001 for c in r["conflicts"]), [len(c["content"]) for c in r["conflicts"]]
     hdrs = {**JSON_HEADERS, **bearer(tokens["alice"])}
     for name in ["X-Session-Id", "X-Conversation-Session-Id"]:
         r = httpx.post(server + "/mcp", json=INITIALIZE, headers={**hdrs, name: "s" * 300}, timeout=10)
@@ -415,30 +398,3 @@ async def test_messages_use_the_tools_words_and_cap_echoes(server, tokens):
     # a long accepted id is echoed capped
     r = httpx.get(server + "/api/memories/" + "q" * 3000, headers=bearer(tokens["alice"]), timeout=10)
     assert r.status_code == 400 and len(r.text) < 400
-
-
-# ---- the backlog after kill -9 -----------------------------------------------------------
-
-
-async def test_a_backlog_left_by_kill_9_is_drained_by_any_tool_call(database, tokens):
-    proc, base = start(database, "--tools", "all", "--embed-batch-wait-ms", "600000")
-    async with mcp_session(base, tokens["bob"], **{"X-Session-Id": "crash-2"}) as s:
-        ids = []
-        for i in range(3):
-            r, err = await call(s, "memory_capture", event_type="observation", content=f"left behind {i}")
-            assert not err, r
-            ids.append(r["id"])
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    quoted = ",".join(f"'{i}'" for i in ids)
-    count = lambda: psql(database, f"SELECT count(*) FROM engram.memories WHERE id IN ({quoted}) "
-                                   "AND embedding IS NOT NULL")
-    assert count() == "0"
-    with serving(database, "--tools", "all") as base:
-        async with mcp_session(base, tokens["bob"]) as s:
-            r, err = await call(s, "memory_search", query="left behind")
-            assert not err, r
-            deadline = time.time() + 30
-            while count() != "3" and time.time() < deadline:
-                await asyncio.sleep(0.1)
-            assert count() == "3", "memory_search after a restart did not drain the owner's backlog"

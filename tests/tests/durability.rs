@@ -29,7 +29,13 @@ impl Cluster {
     }
 
     fn try_start(&self) -> bool {
-        let opts = format!("-p {} -k {} -c listen_addresses=''", self.port, self.dir.display());
+        // engram preloaded, as scripts/lib.sh configures every cluster: the
+        // superuser's own calls need it (docs/SECURITY.md).
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses='' -c shared_preload_libraries=engram",
+            self.port,
+            self.dir.display()
+        );
         let log = self.dir.join("log").display().to_string();
         let pg_ctl = format!("{PG_BIN}/pg_ctl");
         as_postgres(&[&pg_ctl, "-D", &self.data(), "-w", "-o", &opts, "-l", &log, "start"])

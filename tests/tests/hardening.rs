@@ -55,7 +55,7 @@ async fn until_backends_wait(db: &TestDb, n: i64) {
 // ---------------------------------------------------------------- finding 3
 
 #[tokio::test]
-async fn only_members_platform_tokens_and_dbas_publish_to_a_group() {
+async fn hardening_only_members_platform_tokens_and_dbas_publish_to_a_group() {
     let db = TestDb::new(4).await;
     let alice = db.agent("alice").await;
     let id = create(
@@ -120,7 +120,7 @@ async fn only_members_platform_tokens_and_dbas_publish_to_a_group() {
 /// lock: while another transaction holds it, each of them times out on the
 /// lock (55P03) instead of writing beside it.
 #[tokio::test]
-async fn every_writer_takes_the_owner_lock() {
+async fn hardening_every_writer_takes_the_owner_lock() {
     let db = TestDb::new(4).await;
     let id = create(&db.admin, "alice", "alice likes tea", &[1.0, 0.0, 0.0, 0.0], "").await;
     let other = create(&db.admin, "alice", "alice plays chess", &[0.0, 1.0, 0.0, 0.0], "").await;
@@ -195,7 +195,7 @@ async fn every_writer_takes_the_owner_lock() {
 /// while erase_owner runs; when the erasure commits, the write fails with a
 /// clear error and nothing of the owner is left.
 #[tokio::test]
-async fn a_write_queued_behind_erase_owner_fails_and_writes_nothing() {
+async fn hardening_a_write_queued_behind_erase_owner_fails_and_writes_nothing() {
     let db = TestDb::new(4).await;
     let token = db.token("alice", false).await;
     let alice = connect_as(&db.name, "engram_app").await;
@@ -273,7 +273,7 @@ async fn a_write_queued_behind_erase_owner_fails_and_writes_nothing() {
 // ---------------------------------------------------------------- finding 5
 
 #[tokio::test]
-async fn import_takes_no_provenance_from_the_file_unless_asked() {
+async fn hardening_import_takes_no_provenance_from_the_file_unless_asked() {
     let db = TestDb::new(4).await;
     let forged = serde_json::json!({
         "id": "6d0f3c1e-7a51-4d5e-9b0b-3c9f0c3f7a12", "owner": "bob", "content": "the deploy key is in /tmp/k",
@@ -355,7 +355,7 @@ async fn import_takes_no_provenance_from_the_file_unless_asked() {
 // ---------------------------------------------------------------- quotas
 
 #[tokio::test]
-async fn a_write_past_a_quota_fails_with_54000_and_changes_nothing() {
+async fn hardening_a_write_past_a_quota_fails_with_54000_and_changes_nothing() {
     let db = TestDb::new(4).await;
     db.admin
         .batch_execute(&format!(
@@ -486,12 +486,72 @@ async fn a_write_past_a_quota_fails_with_54000_and_changes_nothing() {
     assert_eq!(counted, recounted);
 }
 
+/// An owner's usage before 0.7.0 is counted by the upgrade, so quotas hold
+/// from the first write after it.
+#[tokio::test]
+async fn hardening_the_upgrade_counts_what_owners_store() {
+    let (_name, old) = empty_database().await;
+    old.batch_execute(
+        "CREATE EXTENSION engram VERSION '0.6.0' CASCADE;
+         SELECT engram.configure(embedding_dims => 4);
+         SELECT engram.remember(owner => 'alice', content => 'one', embedding => '[1,0,0,0]');
+         SELECT engram.remember(owner => 'alice', content => 'two', embedding => '[0,1,0,0]');
+         SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'ran', session_id => 's');
+         SELECT engram.slot_set(owner => 'bob', label => 'persona', content => 'terse');
+         SELECT engram.image_put(owner => 'bob', data => '\\x89504e470d0a1a0a00'::bytea, mime => 'image/png');
+         ALTER EXTENSION engram UPDATE;",
+    )
+    .await
+    .unwrap();
+    let usage: Vec<(String, serde_json::Value)> = pairs(
+        &old,
+        "SELECT owner, to_jsonb(l) - 'owner' - 'erased_at' FROM engram.owner_locks l ORDER BY owner",
+    )
+    .await;
+    assert_eq!(
+        usage,
+        vec![
+            (
+                "alice".to_string(),
+                serde_json::json!({"memories": 3, "events": 1, "image_bytes": 0, "slots": 0, "workspaces": 0, "states": 0})
+            ),
+            (
+                "bob".to_string(),
+                serde_json::json!({"memories": 0, "events": 0, "image_bytes": 9, "slots": 1, "workspaces": 0, "states": 0})
+            ),
+        ]
+    );
+}
+
+/// Search misses (a metric written by reads, which no quota may fail) are
+/// trimmed to an owner's newest 1000.
+#[tokio::test]
+async fn hardening_search_misses_are_bounded_per_owner() {
+    let db = TestDb::new(4).await;
+    db.admin
+        .batch_execute(
+            "SELECT count(*) FROM generate_series(1, 1150) g,
+                 LATERAL engram.search(owner => 'alice', query_text => 'zebra' || g)",
+        )
+        .await
+        .unwrap();
+    let n = count(&db, "SELECT count(*) FROM engram.misses WHERE owner = 'alice'").await;
+    assert!((1000..=1100).contains(&n), "{n} misses kept");
+    let newest: String = db
+        .admin
+        .query_one("SELECT query_text FROM engram.misses ORDER BY id DESC LIMIT 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(newest, "zebra1150");
+}
+
 // ---------------------------------------------------------------- bad input
 
 /// Each bad input, as the restricted role bound by a token: the SQLSTATE, a
 /// word of the remedy, and nothing changed.
 #[tokio::test]
-async fn bad_input_is_refused_with_a_remedy_and_changes_nothing() {
+async fn hardening_bad_input_is_refused_with_a_remedy_and_changes_nothing() {
     let db = TestDb::new(4).await;
     let alice = db.agent("alice").await;
     let id = create(&alice, "alice", "seed memory", &[1.0, 0.0, 0.0, 0.0], "").await;
@@ -565,6 +625,16 @@ async fn bad_input_is_refused_with_a_remedy_and_changes_nothing() {
     );
     assert_eq!(code, "54000", "{msg}");
     assert!(msg.contains("act_as"), "{msg}");
+    let (code, msg) = sqlstate(
+        db.admin
+            .query(
+                "SELECT engram.create_token(owner => 'alice', label => $1)",
+                &[&"l".repeat(300)],
+            )
+            .await,
+    );
+    assert_eq!(code, "54000", "{msg}");
+    assert!(msg.contains("label"), "{msg}");
 
     // duplicate tags are stored once, in the order given
     let (_, dup, _) = remember(
@@ -596,7 +666,7 @@ async fn bad_input_is_refused_with_a_remedy_and_changes_nothing() {
 /// A conflict answer carries at most 2,000 characters of each conflicting
 /// memory, marked truncated, not up to 5 × 256 KiB.
 #[tokio::test]
-async fn a_conflict_answer_carries_bounded_content() {
+async fn hardening_a_conflict_answer_carries_bounded_content() {
     let db = TestDb::new(4).await;
     let alice = db.agent("alice").await;
     let big = format!("Alice's notes: {}", "tea and biscuits. ".repeat(2000));

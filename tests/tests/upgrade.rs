@@ -590,7 +590,10 @@ async fn upgrade_from_0_6_0_keeps_images_and_tokens_and_equals_a_fresh_install()
         .get(0);
     let png = b"\x89PNG\r\n\x1a\n from 0.6.0".to_vec();
     let sha: String = old
-        .query_one("SELECT engram.image_put(owner => 'alice', data => $1, mime => 'image/png')", &[&png])
+        .query_one(
+            "SELECT engram.image_put(owner => 'alice', data => $1, mime => 'image/png')",
+            &[&png],
+        )
         .await
         .unwrap()
         .get(0);
@@ -602,7 +605,9 @@ async fn upgrade_from_0_6_0_keeps_images_and_tokens_and_equals_a_fresh_install()
         &format!("metadata => '{{\"images\": [\"{sha}\"]}}'"),
     )
     .await;
-    old.batch_execute("SELECT engram.add_member('team', 'alice')").await.unwrap();
+    old.batch_execute("SELECT engram.add_member('team', 'alice')")
+        .await
+        .unwrap();
     let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.metadata, m.status,
                                               m.embedding), ',' ORDER BY m.id)
                     || (SELECT string_agg(concat_ws('/', i.owner, i.sha256, i.refs, i.bytes), ',') FROM engram.images i)

@@ -253,6 +253,23 @@ pub(super) fn check_metadata(metadata: Option<&Value>) -> Result<(), String> {
     }
 }
 
+/// Characters of each conflicting memory's content in a conflict answer
+/// (memory_recall reads the whole memory).
+const CONFLICT_CONTENT_CHARS: usize = 1000;
+
+/// A conflict answer names up to five memories of up to 256 KiB each: the
+/// answer carries the start of each one's content, enough to decide.
+fn shorten_conflicts(mut conflicts: Value) -> Value {
+    for c in conflicts.as_array_mut().into_iter().flatten() {
+        if let Some(Value::String(text)) = c.get_mut("content") {
+            if text.chars().count() > CONFLICT_CONTENT_CHARS {
+                *text = text.chars().take(CONFLICT_CONTENT_CHARS).collect::<String>() + "…";
+            }
+        }
+    }
+    conflicts
+}
+
 /// Longest ttl_days: a thousand years (beyond it Postgres' interval overflows).
 const MAX_TTL_DAYS: f64 = 365_000.0;
 
@@ -369,7 +386,7 @@ impl EngramServer {
         Ok(RememberResult {
             status: r.col(0)?,
             id: r.col(1)?,
-            conflicts: r.col(2)?,
+            conflicts: r.col::<Option<Value>>(2)?.map(shorten_conflicts),
         })
     }
 
@@ -412,8 +429,7 @@ impl EngramServer {
             }
         }
         .map_err(|e| db_error(e, None))?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| {
                 Ok(Hit {
                     id: r.col(0)?,
@@ -424,7 +440,7 @@ impl EngramServer {
                     similarity: r.col(5)?,
                 })
             })
-            .collect::<Result<_, String>>()?)
+            .collect::<Result<_, String>>()
     }
 
     pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
@@ -842,6 +858,18 @@ mod tests {
         let nan = engram_core::cursor::encode("importance", "NaN", id);
         assert!(check_cursor(Some(&nan), Some("importance")).is_err());
         assert!(is_timestamp("2024-02-29T23:59:59.999999Z") && !is_timestamp("2023-02-29T00:00:00.000000Z"));
+    }
+
+    #[test]
+    fn conflict_answers_carry_the_start_of_each_memory() {
+        let long = "x".repeat(300_000);
+        let v = shorten_conflicts(serde_json::json!([{"id": "a", "content": long}, {"id": "b", "content": "short"}]));
+        assert_eq!(
+            v[0]["content"].as_str().unwrap().chars().count(),
+            CONFLICT_CONTENT_CHARS + 1
+        );
+        assert_eq!(v[1]["content"], "short");
+        assert_eq!(shorten_conflicts(Value::Null), Value::Null);
     }
 
     #[test]

@@ -471,16 +471,20 @@ impl EngramServer {
 
 /// The error answer of a tool whose handler panicked (logged with the panic).
 fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> String {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
-    tracing::error!(tool, panic = %what, "tool handler panicked");
+    tracing::error!(tool, panic = %panic_message(panic), "tool handler panicked");
     format!(
         "{tool} failed inside engram-mcp (an internal error, logged by the server); nothing more was done. \
          Retry, or report it if it persists."
     )
+}
+
+/// What a panic said (its &str or String payload), for the log.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 /// The first column of the first row, for SQL functions that return jsonb.
@@ -731,6 +735,57 @@ mod tests {
         assert!(check_size("content", &"x".repeat(MAX_CONTENT_BYTES), MAX_CONTENT_BYTES).is_ok());
         let e = check_size("content", &"x".repeat(MAX_CONTENT_BYTES + 1), MAX_CONTENT_BYTES).unwrap_err();
         assert!(e.contains("limit"), "{e}");
+    }
+
+    #[test]
+    fn database_messages_are_put_in_the_tools_words() {
+        let say = |code: &str, message: &str| {
+            db_error(
+                DbError {
+                    code: Some(code.into()),
+                    message: message.into(),
+                },
+                None,
+            )
+        };
+        assert_eq!(
+            say(
+                "22023",
+                "publish to exactly one target: space => '<space id>' or group_id => '<group id>'"
+            ),
+            "publish to exactly one target: space: '<space id>' or group: '<group id>'"
+        );
+        assert_eq!(
+            say(
+                "22023",
+                "metadata must be a JSON object, not array; pass metadata => '{\"key\": \"value\"}'::jsonb"
+            ),
+            "metadata must be a JSON object, not array; pass metadata: '{\"key\": \"value\"}'"
+        );
+        assert_eq!(
+            say(
+                "P0002",
+                "memory x not found; use engram.search or engram.list to find memory ids"
+            ),
+            "memory x not found; use memory_search or memory_list to find memory ids"
+        );
+        assert_eq!(
+            say(
+                "P0002",
+                "Use memory_state_list (SQL: engram.state_list) to see its states"
+            ),
+            "Use memory_state_list to see its states"
+        );
+        assert_eq!(
+            say(
+                "22023",
+                "malformed cursor; the cursor comes from another version; start again without after"
+            ),
+            "malformed cursor; the cursor comes from another version; start again without cursor"
+        );
+        assert_eq!(say("XX000", "see engram.listing"), "see engram.listing");
+        let long = say("P0002", &format!("Workspace \"{}\" not found", "w".repeat(100_000)));
+        assert!(long.chars().count() < 120, "{long}");
     }
 
     #[test]

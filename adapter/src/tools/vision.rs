@@ -246,6 +246,7 @@ impl EngramServer {
     ) -> Result<Json<VisionSearchResult>, String> {
         self.run("memory_vision_search", async {
             let (c, embedder) = self.vision_caller(&parts)?;
+            check_opt("session_id", a.session_id.as_deref(), MAX_ID_CHARS)?;
             let started = Instant::now();
             let vectors = match (a.query.as_deref().map(str::trim), a.image.as_deref()) {
                 (Some(q), None) if !q.is_empty() => embedder.embed_texts(&[text_query(q)?]).await,
