@@ -26,6 +26,7 @@
 -- The scope lists' and image holds' triggers are dropped and created again
 -- within this one transaction; DROP TRIGGER locks engram.memories against
 -- writes until the update commits.
+DROP EVENT TRIGGER IF EXISTS engram_borrowed_functions;
 DROP TRIGGER IF EXISTS states_immutable ON engram.states;
 DROP TRIGGER IF EXISTS scope_lists_insert ON engram.memories;
 DROP TRIGGER IF EXISTS scope_lists_update ON engram.memories;
@@ -106,6 +107,47 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
                WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'recount_usage') THEN
         PERFORM engram.recount_usage();
+    END IF;
+END
+$$;
+
+-- Operators, aggregates and casts that an unprivileged role built on
+-- engram's functions under 0.6.0 (0.7.0 refuses new ones): named, for a
+-- DBA to drop, since each lends engram the privileges of whoever
+-- evaluates it.
+DO $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT format('operator %s', x.oid::regoperator) AS what FROM pg_catalog.pg_operator x
+        JOIN pg_catalog.pg_roles r ON r.oid = x.oprowner
+        WHERE x.oprcode::oid IN (SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'engram'::regnamespace)
+          AND NOT r.rolsuper AND NOT pg_catalog.has_parameter_privilege(r.oid, 'engram.owner', 'SET')
+        UNION ALL
+        SELECT format('aggregate %s', a.aggfnoid::regprocedure) FROM pg_catalog.pg_aggregate a
+        JOIN pg_catalog.pg_proc ap ON ap.oid = a.aggfnoid JOIN pg_catalog.pg_roles r ON r.oid = ap.proowner
+        WHERE ARRAY[a.aggtransfn::oid, a.aggfinalfn::oid, a.aggmtransfn::oid, a.aggmfinalfn::oid]
+              && ARRAY(SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'engram'::regnamespace)
+          AND NOT r.rolsuper AND NOT pg_catalog.has_parameter_privilege(r.oid, 'engram.owner', 'SET')
+    LOOP
+        RAISE WARNING 'engram 0.7.0: % is built on an engram function by an unprivileged role; drop it (it would run engram with the privileges of whoever evaluates it)', o.what;
+    END LOOP;
+END
+$$;
+
+-- 0.6.0 let anyone publish to any group; 0.7.0 lets members (and platform
+-- tokens and DBAs) only. Publications to a group by owners who are not its
+-- members are kept (a platform may have made them) and named here.
+DO $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(*) INTO n FROM engram.publications p
+    WHERE p.group_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM engram.group_members g WHERE g.group_id = p.group_id AND g.member = p.owner);
+    IF n > 0 THEN
+        RAISE WARNING 'engram 0.7.0: % publication(s) to groups by owners who are not members of them; review them with SELECT * FROM engram.publications p WHERE p.group_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM engram.group_members g WHERE g.group_id = p.group_id AND g.member = p.owner)', n;
     END IF;
 END
 $$;

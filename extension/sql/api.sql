@@ -185,6 +185,7 @@ DECLARE
     v_seen   boolean;
     v_before timestamptz;
     v_after  timestamptz;
+    v_token  uuid;
 BEGIN
     SELECT true, l.erased_at INTO v_seen, v_before FROM engram.owner_locks l WHERE l.owner = p_owner;
     IF v_seen IS NULL THEN
@@ -193,6 +194,15 @@ BEGIN
     SELECT l.erased_at INTO v_after FROM engram.owner_locks l WHERE l.owner = p_owner FOR UPDATE;
     IF v_after IS DISTINCT FROM v_before OR v_after >= transaction_timestamp() THEN
         RAISE EXCEPTION 'owner % was erased (engram.erase_owner) at % while this transaction was under way; nothing was written. Start a new transaction to write for this owner anew', engram._echo(p_owner), v_after
+            USING ERRCODE = '55000';
+    END IF;
+    -- A transaction that bound while an erasure was still open saw the
+    -- token that the erasure deleted: with the lock held, this statement's
+    -- snapshot shows what committed since (READ COMMITTED), so a token
+    -- gone by now means its owner was erased or it was revoked.
+    v_token := (engram._binding() ->> 'token_id')::uuid;
+    IF v_token IS NOT NULL AND NOT EXISTS (SELECT 1 FROM engram.tokens t WHERE t.id = v_token AND t.revoked_at IS NULL) THEN
+        RAISE EXCEPTION 'the token this transaction was bound with was revoked, or its owner erased, while the transaction was under way; nothing was written'
             USING ERRCODE = '55000';
     END IF;
 END
@@ -3039,6 +3049,49 @@ BEGIN
 END
 $fn$;
 
+-- An operator, aggregate or cast names its function directly: evaluating
+-- it runs that function with no code of its creator in between, so one
+-- that an unprivileged role built on engram's functions would lend engram
+-- the privileges of whoever evaluates it (extension/src/privilege.rs sees
+-- no function or relation of that role). Such definitions are refused when
+-- they are made.
+CREATE FUNCTION engram._refuse_borrowed_functions() RETURNS event_trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_object text;
+BEGIN
+    IF coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), false)
+       OR pg_catalog.has_parameter_privilege(current_user, 'engram.owner', 'SET') THEN
+        RETURN;
+    END IF;
+    SELECT d.object_identity INTO v_object
+    FROM pg_catalog.pg_event_trigger_ddl_commands() d
+    WHERE EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'engram'::regnamespace
+          AND p.oid = ANY (ARRAY(
+              SELECT unnest(ARRAY[o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid])
+              FROM pg_catalog.pg_operator o
+              WHERE d.classid = 'pg_catalog.pg_operator'::regclass AND o.oid = d.objid
+              UNION ALL
+              SELECT unnest(ARRAY[a.aggtransfn::oid, a.aggfinalfn::oid, a.aggcombinefn::oid, a.aggserialfn::oid,
+                                  a.aggdeserialfn::oid, a.aggmtransfn::oid, a.aggminvtransfn::oid, a.aggmfinalfn::oid])
+              FROM pg_catalog.pg_aggregate a
+              WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND a.aggfnoid = d.objid
+              UNION ALL
+              SELECT c.castfunc FROM pg_catalog.pg_cast c
+              WHERE d.classid = 'pg_catalog.pg_cast'::regclass AND c.oid = d.objid)))
+    LIMIT 1;
+    IF v_object IS NOT NULL THEN
+        RAISE EXCEPTION '% would call a function of engram for whoever evaluates it; only a superuser or a role granted SET ON PARAMETER engram.owner may build operators, aggregates or casts on engram''s functions', v_object
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+CREATE EVENT TRIGGER engram_borrowed_functions ON ddl_command_end
+    WHEN TAG IN ('CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE AGGREGATE', 'CREATE CAST')
+    EXECUTE FUNCTION engram._refuse_borrowed_functions();
+
 -- Administrative functions (tokens, erasure, export/import, maintenance,
 -- configuration) run only for a privileged caller whose privilege is not
 -- withheld (extension/src/privilege.rs): an EXECUTE grant alone does not
@@ -3107,6 +3160,8 @@ $fn$;
 
 CREATE FUNCTION engram.remove_member(group_id text DEFAULT NULL, member text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_withdrawn bigint;
 BEGIN
     PERFORM engram._require_admin('remove_member');
     PERFORM engram._check_short('group_id', remove_member.group_id, 200);
@@ -3118,7 +3173,15 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM engram._audit(NULL, 'remove_member', NULL, jsonb_build_object('group_id', remove_member.group_id, 'member', remove_member.member));
+    -- What the member published to the group leaves with it: a former
+    -- member keeps no channel into the group's conversations.
+    WITH gone AS (
+        DELETE FROM engram.publications p
+        WHERE p.owner = remove_member.member AND p.group_id = remove_member.group_id
+        RETURNING p.memory_id)
+    SELECT count(*) INTO v_withdrawn FROM gone;
+    PERFORM engram._audit(NULL, 'remove_member', NULL, jsonb_build_object('group_id', remove_member.group_id,
+        'member', remove_member.member, 'withdrawn_publications', v_withdrawn));
     RETURN true;
 END
 $fn$;

@@ -112,6 +112,27 @@ async fn hardening_only_members_platform_tokens_and_dbas_publish_to_a_group() {
         count(&db, "SELECT count(*) FROM engram.publications WHERE group_id = 'team'").await,
         3
     );
+    // A member who leaves takes its publications to the group with it.
+    db.admin
+        .batch_execute("SELECT engram.remove_member(group_id => 'team', member => 'alice')")
+        .await
+        .unwrap();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.publications WHERE group_id = 'team' AND owner = 'alice'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.publications WHERE space = 'lobby' AND owner = 'alice'"
+        )
+        .await,
+        1
+    );
 }
 
 // ---------------------------------------------------------------- finding 4
@@ -676,4 +697,38 @@ async fn hardening_a_conflict_answer_carries_bounded_content() {
     let c = &conflicts.unwrap()[0];
     assert_eq!(c["content"].as_str().unwrap().chars().count(), 2000, "{c}");
     assert_eq!(c["truncated"], true);
+}
+
+/// A transaction that bound while an erasure was still open (it saw the
+/// token the erasure was deleting) writes nothing once the erasure commits.
+#[tokio::test]
+async fn hardening_a_binding_made_during_an_open_erasure_writes_nothing() {
+    let db = TestDb::new(4).await;
+    let token = db.token("carol", false).await;
+    create(&db.admin, "carol", "carol's first note", &[1.0, 0.0, 0.0, 0.0], "").await;
+    let eraser = db.admin_connection().await;
+    eraser
+        .batch_execute("BEGIN; SELECT engram.erase_owner(owner => 'carol')")
+        .await
+        .unwrap();
+    let app = connect_as(&db.name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .expect("the token is still there until the erasure commits");
+    eraser.batch_execute("COMMIT").await.unwrap();
+    let (code, msg) = sqlstate(
+        app.query_one(
+            "SELECT status FROM engram.remember(content => 'written after the erasure', embedding => '[0,1,0,0]')",
+            &[],
+        )
+        .await,
+    );
+    app.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(code, "55000", "{msg}");
+    assert!(msg.contains("nothing was written"), "{msg}");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'carol'").await,
+        0
+    );
 }

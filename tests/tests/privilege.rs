@@ -449,3 +449,45 @@ async fn settings_cursors_partitions_and_ddl_lend_nothing() {
     let (trust, mallory, tokens, _) = outcome(&db).await;
     assert_eq!((trust, mallory, tokens), (0, false, 0));
 }
+
+/// An operator or aggregate names its function directly: one the attacker
+/// built on engram's functions would run them with the privileges of
+/// whoever evaluates it, with no code of the attacker in between. Refused
+/// when defined; a DBA may still build them.
+#[tokio::test]
+async fn operators_and_aggregates_on_engrams_functions_are_refused_to_unprivileged_roles() {
+    let db = TestDb::new(4).await;
+    let (_role, c) = setup(&db).await;
+    for sql in [
+        "CREATE AGGREGATE app.peek(text) (sfunc = textcat, stype = text, initcond = '', finalfunc = engram.stats)",
+        "CREATE OPERATOR app.%%% (leftarg = text, rightarg = text, function = engram.add_member)",
+    ] {
+        let (code, msg) = sqlstate(c.batch_execute(sql).await);
+        assert_eq!(code, "42501", "{sql}: {msg}");
+        assert!(msg.contains("would call a function of engram"), "{sql}: {msg}");
+    }
+    let built: i64 = db
+        .admin
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_operator WHERE oprname = '%%%')
+                  + (SELECT count(*) FROM pg_proc WHERE proname = 'peek')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(built, 0);
+    // Ordinary operators and aggregates of the role are untouched.
+    c.batch_execute(
+        "CREATE AGGREGATE app.cat(text) (sfunc = textcat, stype = text, initcond = '');
+         CREATE OPERATOR app.+++ (leftarg = text, rightarg = text, function = textcat);",
+    )
+    .await
+    .unwrap();
+    db.admin
+        .batch_execute("CREATE OPERATOR public.%%% (leftarg = text, rightarg = text, function = engram.add_member)")
+        .await
+        .unwrap();
+    let (trust, mallory, _, _) = outcome(&db).await;
+    assert_eq!((trust, mallory), (0, false));
+}

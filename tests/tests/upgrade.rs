@@ -582,7 +582,10 @@ async fn upgrade_from_0_6_0_keeps_images_and_tokens_and_equals_a_fresh_install()
     let (name, old) = install("0.6.0").await;
     // A populated 0.6.0 database: tagged memories, a token, an image held
     // by a put and by a memory naming it, a group.
-    let (tea, _chess, _gone) = tagged_memories(&old).await;
+    let (tea, _chess, gone) = tagged_memories(&old).await;
+    old.execute("SELECT engram.forget(owner => 'alice', id => $1)", &[&gone])
+        .await
+        .unwrap();
     let token: String = old
         .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
         .await
