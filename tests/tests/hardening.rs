@@ -706,12 +706,17 @@ async fn hardening_a_binding_made_during_an_open_erasure_writes_nothing() {
     let db = TestDb::new(4).await;
     let token = db.token("carol", false).await;
     create(&db.admin, "carol", "carol's first note", &[1.0, 0.0, 0.0, 0.0], "").await;
+    // A token used within the last minute: bind does not touch its row
+    // (last_used_at is fresh), so it binds while the erasure is open.
+    let app = connect_as(&db.name, "engram_app").await;
+    app.batch_execute("BEGIN").await.unwrap();
+    app.query_one("SELECT engram.bind($1)", &[&token]).await.unwrap();
+    app.batch_execute("COMMIT").await.unwrap();
     let eraser = db.admin_connection().await;
     eraser
         .batch_execute("BEGIN; SELECT engram.erase_owner(owner => 'carol')")
         .await
         .unwrap();
-    let app = connect_as(&db.name, "engram_app").await;
     app.batch_execute("BEGIN").await.unwrap();
     app.query_one("SELECT engram.bind($1)", &[&token])
         .await
