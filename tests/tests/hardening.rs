@@ -485,25 +485,10 @@ async fn hardening_a_write_past_a_quota_fails_with_54000_and_changes_nothing() {
     let stats: serde_json::Value = alice.query_one("SELECT engram.stats()", &[]).await.unwrap().get(0);
     assert_eq!(stats["quotas"]["memories"]["used"], 3);
     // and a recount from the rows agrees with the counters
-    let counted: serde_json::Value = db
-        .admin
-        .query_one(
-            "SELECT to_jsonb(l) - 'erased_at' FROM engram.owner_locks l WHERE owner = 'alice'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    const USAGE: &str = "SELECT to_jsonb(l) - 'erased_at' FROM engram.owner_locks l WHERE owner = 'alice'";
+    let counted: serde_json::Value = db.admin.query_one(USAGE, &[]).await.unwrap().get(0);
     db.admin.query_one("SELECT engram.recount_usage()", &[]).await.unwrap();
-    let recounted: serde_json::Value = db
-        .admin
-        .query_one(
-            "SELECT to_jsonb(l) - 'erased_at' FROM engram.owner_locks l WHERE owner = 'alice'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let recounted: serde_json::Value = db.admin.query_one(USAGE, &[]).await.unwrap().get(0);
     assert_eq!(counted, recounted);
 }
 

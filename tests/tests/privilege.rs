@@ -480,7 +480,7 @@ async fn operators_and_aggregates_on_engrams_functions_are_refused_to_unprivileg
     // Ordinary operators and aggregates of the role are untouched.
     c.batch_execute(
         "CREATE AGGREGATE app.cat(text) (sfunc = textcat, stype = text, initcond = '');
-         CREATE OPERATOR app.+++ (leftarg = text, rightarg = text, function = textcat);",
+         CREATE OPERATOR app.@@@ (leftarg = text, rightarg = text, function = textcat);",
     )
     .await
     .unwrap();
