@@ -132,6 +132,11 @@ pub struct ServeArgs {
     /// answered with an error and its connection closed.
     #[arg(long, env = "ENGRAM_BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
+    /// Milliseconds a request body may take in all, however steadily it trickles in; a slower upload
+    /// is answered with an error and its connection closed (10 MiB, the largest image, at this default
+    /// needs about 90 kB/s).
+    #[arg(long, env = "ENGRAM_BODY_DEADLINE_MS", default_value_t = 120_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_deadline_ms: u64,
     /// Milliseconds GET /health reuses its last check of the database and the embedder (at most one
     /// check per interval however often it is called; a failed check is reused for at most a second).
     #[arg(long, env = "ENGRAM_HEALTH_INTERVAL_MS", default_value_t = 5_000)]

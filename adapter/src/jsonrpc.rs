@@ -164,6 +164,11 @@ pub async fn check(req: Request, next: Next) -> Response {
                     StatusCode::REQUEST_TIMEOUT,
                     "Invalid Request: the body did not arrive within the body read timeout (--body-timeout-ms)".into(),
                 )
+            } else if caused_by::<crate::body_deadline::BodyDeadline>(&e) {
+                (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("Invalid Request: {}", crate::body_deadline::BodyDeadline),
+                )
             } else {
                 (
                     StatusCode::BAD_REQUEST,

@@ -2,6 +2,7 @@
 
 mod api;
 mod background;
+mod body_deadline;
 mod caller;
 mod config;
 mod db;
@@ -322,6 +323,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max: args.max_connections as usize,
         header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
         body_timeout: std::time::Duration::from_millis(args.body_timeout_ms),
+        body_deadline: std::time::Duration::from_millis(args.body_deadline_ms),
     };
     serve_connections(listener, app, limits, async move {
         shutdown_signal().await;
@@ -338,6 +340,7 @@ struct ConnectionLimits {
     max: usize,
     header_timeout: std::time::Duration,
     body_timeout: std::time::Duration,
+    body_deadline: std::time::Duration,
 }
 
 /// The accept loop (HTTP/1.1): at most `limits.max` connections are open
@@ -345,7 +348,8 @@ struct ConnectionLimits {
 /// descriptor of this process, until one closes); a connection that does
 /// not send a request's headers within `header_timeout` is closed (hyper's
 /// header read timeout, which also ends idle kept-alive connections); a
-/// request body that stalls for `body_timeout` fails. The peer address goes
+/// request body that stalls for `body_timeout`, or is not complete after
+/// `body_deadline`, fails. The peer address goes
 /// into each request (ConnectInfo): it decides whether an anonymous request
 /// may be served. On shutdown the loop stops accepting, and open
 /// connections finish their requests (at most 5 s).
@@ -384,13 +388,16 @@ async fn serve_connections(
             },
         };
         let _ = stream.set_nodelay(true);
-        let (app, http, body_timeout) = (app.clone(), http.clone(), limits.body_timeout);
+        let (app, http) = (app.clone(), http.clone());
+        let (body_timeout, body_deadline) = (limits.body_timeout, limits.body_deadline);
         let mut closed = closed.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req =
-                    req.map(|body| axum::body::Body::new(tower_http::timeout::TimeoutBody::new(body_timeout, body)));
+                let mut req = req.map(|body| {
+                    let gaps = tower_http::timeout::TimeoutBody::new(body_timeout, body);
+                    axum::body::Body::new(body_deadline::DeadlineBody::new(gaps, body_deadline))
+                });
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(peer));
                 app.clone().oneshot(req)

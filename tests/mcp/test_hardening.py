@@ -247,7 +247,7 @@ def closed_within(socks, seconds):
 
 async def test_slow_clients_are_cut_off_and_cannot_take_every_connection(database, tokens):
     with serving(database, "--max-connections", "50", "--header-timeout-ms", "1500",
-                 "--body-timeout-ms", "1500") as base:
+                 "--body-timeout-ms", "1500", "--body-deadline-ms", "4000") as base:
         partial = [open_partial(base, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
                    for _ in range(300)]
         try:
@@ -278,6 +278,24 @@ async def test_slow_clients_are_cut_off_and_cannot_take_every_connection(databas
                     break
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        finally:
+            s.close()
+        # a body that trickles a byte before each gap timeout: cut off at its total deadline
+        s = open_partial(base, head)
+        try:
+            s.setblocking(True)
+            s.settimeout(1)
+            t, answer = time.monotonic(), b""
+            while time.monotonic() - t < 20 and not answer:
+                try:
+                    s.sendall(b" ")
+                    answer = s.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            assert time.monotonic() - t < 10, "the trickled body outlived its deadline"
         finally:
             s.close()
         assert httpx.get(base + "/health", timeout=10).status_code == 200
