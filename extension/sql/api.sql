@@ -902,14 +902,23 @@ BEGIN
 END
 $fn$;
 
+-- Whether the call comes from a DBA (privileged, not withheld) or a
+-- platform token's binding: who may administer groups, publish to any
+-- group, and say a person wrote a memory.
+CREATE FUNCTION engram._privileged_or_platform() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN engram._caller_privileged() OR coalesce((engram._binding() ->> 'platform')::boolean, false);
+END
+$fn$;
+
 -- Who may say a person wrote a memory (author_type 'human', the highest
 -- trust weight): DBAs and platform tokens. A user token is an agent's
 -- credential; its writes are the agent's (author_type 'agent' or 'system').
 CREATE FUNCTION engram._check_author(p_author_type text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-    IF p_author_type = 'human' AND NOT engram._caller_privileged()
-       AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
+    IF p_author_type = 'human' AND NOT engram._privileged_or_platform() THEN
         RAISE EXCEPTION 'author_type ''human'' is for DBAs and platform tokens; a user token writes as an agent: pass author_type => ''agent'' (the default) or ''system'''
             USING ERRCODE = '42501';
     END IF;
@@ -1906,21 +1915,17 @@ $fn$;
 CREATE FUNCTION engram._count_usage() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_sign   integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
     v_owners text[];
     v_deltas bigint[];
 BEGIN
-    IF TG_OP = 'INSERT' AND TG_TABLE_NAME = 'images' THEN
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM new_rows x GROUP BY x.owner) d;
-    ELSIF TG_OP = 'INSERT' THEN
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, count(*) AS n FROM new_rows x GROUP BY x.owner) d;
-    ELSIF TG_TABLE_NAME = 'images' THEN
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(-d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM old_rows x GROUP BY x.owner) d;
+    -- "changed" is the statement's new rows (INSERT) or old rows (DELETE).
+    IF TG_TABLE_NAME = 'images' THEN
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(v_sign * d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM changed x GROUP BY x.owner) d;
     ELSE
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(-d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, count(*) AS n FROM old_rows x GROUP BY x.owner) d;
+        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(v_sign * d.n ORDER BY d.owner) INTO v_owners, v_deltas
+        FROM (SELECT x.owner, count(*) AS n FROM changed x GROUP BY x.owner) d;
     END IF;
     PERFORM engram._add_usage(TG_ARGV[0], v_owners, v_deltas);
     RETURN NULL;
@@ -1937,29 +1942,29 @@ END
 $fn$;
 
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.events
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.events
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.images
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.images
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.slots
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.slots
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.workspaces
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.workspaces
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.states
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.states
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
 CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
 CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.events
@@ -2999,8 +3004,7 @@ BEGIN
     PERFORM engram._check_short('group_id', publish.group_id, 200);
     -- A group is closed (SPEC 8.5): what is published there reaches its
     -- members' prompts, so only members, platform tokens and DBAs publish.
-    IF publish.group_id IS NOT NULL AND NOT engram._caller_privileged()
-       AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false)
+    IF publish.group_id IS NOT NULL AND NOT engram._privileged_or_platform()
        AND NOT EXISTS (SELECT 1 FROM engram.group_members g
                        WHERE g.group_id = publish.group_id AND g.member = v_owner) THEN
         RAISE EXCEPTION 'owner % is not a member of group %; only members publish to a group (a DBA or a platform token adds members with engram.add_member)', engram._echo(v_owner), engram._echo(publish.group_id)
@@ -3127,7 +3131,7 @@ CREATE FUNCTION engram._require_admin(p_action text) RETURNS void
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
-    IF NOT engram._caller_privileged() AND NOT coalesce((engram._binding() ->> 'platform')::boolean, false) THEN
+    IF NOT engram._privileged_or_platform() THEN
         RAISE EXCEPTION '% is for DBAs and platform tokens; bind with a platform token (engram.bind)%', p_action,
             engram._withheld_note()
             USING ERRCODE = '42501';
