@@ -312,26 +312,42 @@ fn untrusted_in_tree(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
 
 /// Why privilege is withheld right now, leaving out the preload condition.
 fn withheld_now() -> Option<String> {
+    innermost_reason().map(|(reason, started)| {
+        if started {
+            format!("this statement (or cursor) was started while {reason}")
+        } else {
+            reason
+        }
+    })
+}
+
+/// The innermost reason privilege is withheld now, and whether it is the
+/// reason a running statement was marked with when it started (a statement
+/// started now carries the same reason on, not a chain of "started while").
+fn innermost_reason() -> Option<(String, bool)> {
     // SAFETY: reads backend globals and the catalogs, inside a transaction.
     unsafe {
         if pg_sys::InSecurityRestrictedOperation() {
-            return Some(
+            return Some((
                 "a security-restricted operation (ANALYZE, VACUUM, CLUSTER, REINDEX, CREATE INDEX, REFRESH \
                  MATERIALIZED VIEW, autovacuum) is evaluating a table owner's code"
                     .to_string(),
-            );
+                false,
+            ));
         }
     }
     if let Some(function) = FRAMES.with_borrow(|f| f.iter().rev().find_map(|f| *f)) {
-        return Some(format!(
+        let reason = format!(
             "function {} owned by role {} is running",
             // SAFETY: formats an oid; a missing function prints its oid.
             cstring(unsafe { pg_sys::format_procedure_qualified(function) }),
             role_name(owner_of(pg_sys::SysCacheIdentifier::PROCOID, function))
-        ));
+        );
+        return Some((reason, false));
     }
     let mark = MARKED.with_borrow(|m| m.last().map(|e| e.2.clone()))?;
     Some(match mark {
+        Mark::Started(reason) => (reason, true),
         Mark::Relation(relid) => {
             // SAFETY: name lookups of a relation the statement uses.
             let (schema, name) = unsafe {
@@ -340,18 +356,21 @@ fn withheld_now() -> Option<String> {
                     cstring(pg_sys::get_rel_name(relid)),
                 )
             };
-            format!(
+            let reason = format!(
                 "this statement uses relation {schema}.{name} owned by role {}",
                 role_name(owner_of(pg_sys::SysCacheIdentifier::RELOID, relid))
-            )
+            );
+            (reason, false)
         }
-        Mark::Domain(typid) => format!(
-            "this statement alters domain {} owned by role {}",
-            // SAFETY: formats a type oid.
-            cstring(unsafe { pg_sys::format_type_be_qualified(typid) }),
-            role_name(owner_of(pg_sys::SysCacheIdentifier::TYPEOID, typid))
-        ),
-        Mark::Started(reason) => format!("this statement (or cursor) was started while {reason}"),
+        Mark::Domain(typid) => {
+            let reason = format!(
+                "this statement alters domain {} owned by role {}",
+                // SAFETY: formats a type oid.
+                cstring(unsafe { pg_sys::format_type_be_qualified(typid) }),
+                role_name(owner_of(pg_sys::SysCacheIdentifier::TYPEOID, typid))
+            );
+            (reason, false)
+        }
     })
 }
 
@@ -361,13 +380,7 @@ unsafe extern "C-unwind" fn mark_statement(query: *mut pg_sys::QueryDesc) {
     if !watching() {
         return;
     }
-    let mark = withheld_now().map(|reason| {
-        // Keep the innermost reason, not a chain of "started while".
-        let reason = reason
-            .strip_prefix("this statement (or cursor) was started while ")
-            .map_or(reason.clone(), str::to_string);
-        Mark::Started(reason)
-    });
+    let mark = innermost_reason().map(|(reason, _)| Mark::Started(reason));
     // SAFETY: Postgres passes a valid QueryDesc with its plan.
     let rtable = unsafe { (*(*query).plannedstmt).rtable };
     let mark = mark.or_else(|| {
