@@ -68,13 +68,14 @@ cluster_start() {
 port = $port
 listen_addresses = '${ENGRAM_LISTEN_ADDRESSES-127.0.0.1}'
 unix_socket_directories = '$sock'
-shared_preload_libraries = 'pg_cron,engram'
+shared_preload_libraries = '${ENGRAM_PRELOAD:-pg_cron,engram}'
 cron.database_name = '$db'
 max_connections = 200
 shared_buffers = 1GB
 maintenance_work_mem = 1GB
 max_parallel_maintenance_workers = 2
 log_min_messages = warning
+${ENGRAM_EXTRA_CONF:-}
 CONF
   local changed=0
   cmp -s "$conf_new" "$data/engram.conf" || changed=1

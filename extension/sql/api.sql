@@ -293,7 +293,7 @@ CREATE FUNCTION engram._audit(p_owner text, p_action text, p_memory uuid, p_deta
 RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
     INSERT INTO engram.audit_log (owner, actor, action, memory_id, details, token_id, token_label, act_as, internal_context)
-    SELECT p_owner, engram._caller_role(), p_action, p_memory, coalesce(p_details, '{}'),
+    SELECT coalesce(p_owner, ''), engram._caller_role(), p_action, p_memory, coalesce(p_details, '{}'),
            (b ->> 'token_id')::uuid, b ->> 'token_label', b ->> 'act_as', nullif(b -> 'internal', 'null')
     FROM (SELECT engram._binding() AS b) binding;
 END
@@ -700,79 +700,77 @@ BEGIN
 END
 $fn$;
 
--- AFTER INSERT, per statement: a bulk load quantizes and counts in one pass.
+-- The scope lists follow every memory row (since 0.8.0 per row, not per
+-- statement with transition tables: Citus runs a distributed table's
+-- triggers on the shard, where a statement's transition table does not
+-- reach the other tables' shards). Each row touches only its own owner's
+-- entries and sizes, which live on the same node.
+
+-- AFTER INSERT, per row.
 CREATE FUNCTION engram._lists_inserted() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owners text[];
-    v_lists  bigint[];
+    v_lists bigint[];
 BEGIN
+    IF NEW.status <> 'active' OR NEW.embedding IS NULL THEN
+        RETURN NULL;
+    END IF;
     WITH e AS (
         INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-        SELECT x.* FROM new_rows n,
-               engram._list_entries(n.owner, n.internal_type, n.tags, n.id, n.embedding) x
-        WHERE n.status = 'active' AND n.embedding IS NOT NULL
-        RETURNING scope_entries.owner, scope_entries.list)
-    SELECT array_agg(e.owner), array_agg(e.list) INTO v_owners, v_lists FROM e;
-    PERFORM engram._resize_lists(v_owners, v_lists, array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+        SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
+        RETURNING scope_entries.list)
+    SELECT array_agg(e.list) INTO v_lists FROM e;
+    PERFORM engram._resize_lists(array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_lists), 0)]), v_lists,
+                                 array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
     RETURN NULL;
 END
 $fn$;
 
--- AFTER UPDATE, per statement: the rows whose owner, internal type, tags,
--- status or embedding changed lose their entries and get new ones (if
--- still active with an embedding), and every size changes in one sorted
--- pass, so that concurrent statements lock size rows in the same order.
--- Per statement rather than per row with a column list: a trigger naming
--- the embedding column would block engram.configure's ALTER COLUMN TYPE.
+-- AFTER UPDATE, per row: a row whose owner, internal type, tags, status or
+-- embedding changed loses its entries and gets new ones (if still active
+-- with an embedding). No column list on the trigger: one naming the
+-- embedding column would block engram.configure's ALTER COLUMN TYPE.
 CREATE FUNCTION engram._lists_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_changed uuid[];
-    v_old     engram.list_entry[];
-    v_new     engram.list_entry[];
+    v_old bigint[];
+    v_new bigint[];
 BEGIN
-    SELECT array_agg(n.id) INTO v_changed
-    FROM old_rows o JOIN new_rows n ON n.id = o.id
-    WHERE (o.owner, o.internal_type, o.tags, o.status) IS DISTINCT FROM (n.owner, n.internal_type, n.tags, n.status)
-       OR o.embedding IS DISTINCT FROM n.embedding;
-    IF v_changed IS NULL THEN
+    IF (OLD.owner, OLD.internal_type, OLD.tags, OLD.status) IS NOT DISTINCT FROM (NEW.owner, NEW.internal_type, NEW.tags, NEW.status)
+       AND OLD.embedding IS NOT DISTINCT FROM NEW.embedding THEN
         RETURN NULL;  -- rescore, flag and the like: nothing listed changed
     END IF;
     WITH d AS (
-        DELETE FROM engram.scope_entries e USING old_rows o
-        WHERE o.id = ANY (v_changed) AND e.owner = o.owner AND e.memory_id = o.id
-        RETURNING e.*)
-    SELECT array_agg(ROW(d.owner, d.list, d.memory_id, d.qvec)::engram.list_entry) INTO v_old FROM d;
-    WITH i AS (
-        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-        SELECT x.* FROM new_rows n,
-               engram._list_entries(n.owner, n.internal_type, n.tags, n.id, n.embedding) x
-        WHERE n.id = ANY (v_changed) AND n.status = 'active' AND n.embedding IS NOT NULL
-        RETURNING scope_entries.*)
-    SELECT array_agg(ROW(i.owner, i.list, i.memory_id, i.qvec)::engram.list_entry) INTO v_new FROM i;
-    PERFORM engram._resize_lists(
-        ARRAY(SELECT x.owner FROM unnest(v_old) x) || ARRAY(SELECT x.owner FROM unnest(v_new) x),
-        ARRAY(SELECT x.list FROM unnest(v_old) x) || ARRAY(SELECT x.list FROM unnest(v_new) x),
-        array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)])
-            || array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
+        DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
+        RETURNING e.list)
+    SELECT array_agg(d.list) INTO v_old FROM d;
+    PERFORM engram._resize_lists(array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_old), 0)]), v_old,
+                                 array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)]));
+    IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
+        WITH i AS (
+            INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
+            SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
+            RETURNING scope_entries.list)
+        SELECT array_agg(i.list) INTO v_new FROM i;
+        PERFORM engram._resize_lists(array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_new), 0)]), v_new,
+                                     array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
+    END IF;
     RETURN NULL;
 END
 $fn$;
 
--- AFTER DELETE, per statement (hard forget, purge, erasing an owner).
+-- AFTER DELETE, per row (hard forget, purge, erasing an owner).
 CREATE FUNCTION engram._lists_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owners text[];
-    v_lists  bigint[];
+    v_lists bigint[];
 BEGIN
     WITH d AS (
-        DELETE FROM engram.scope_entries e USING old_rows o
-        WHERE e.owner = o.owner AND e.memory_id = o.id
-        RETURNING e.owner, e.list)
-    SELECT array_agg(d.owner), array_agg(d.list) INTO v_owners, v_lists FROM d;
-    PERFORM engram._resize_lists(v_owners, v_lists, array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+        DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
+        RETURNING e.list)
+    SELECT array_agg(d.list) INTO v_lists FROM d;
+    PERFORM engram._resize_lists(array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_lists), 0)]), v_lists,
+                                 array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
     RETURN NULL;
 END
 $fn$;
@@ -787,11 +785,11 @@ END
 $fn$;
 
 CREATE TRIGGER scope_lists_insert AFTER INSERT ON engram.memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_inserted();
+    FOR EACH ROW EXECUTE FUNCTION engram._lists_inserted();
 CREATE TRIGGER scope_lists_update AFTER UPDATE ON engram.memories
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_updated();
+    FOR EACH ROW EXECUTE FUNCTION engram._lists_updated();
 CREATE TRIGGER scope_lists_delete AFTER DELETE ON engram.memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_deleted();
+    FOR EACH ROW EXECUTE FUNCTION engram._lists_deleted();
 CREATE TRIGGER scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
@@ -1407,7 +1405,7 @@ BEGIN
     INSERT INTO engram.memory_access AS a (memory_id, owner, access_count, last_accessed_at)
     SELECT DISTINCT i, p_owner, 1, now() FROM unnest(p_ids) i
     ORDER BY 1  -- a fixed lock order: concurrent searches never deadlock
-    ON CONFLICT (memory_id) DO UPDATE
+    ON CONFLICT (owner, memory_id) DO UPDATE
         SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at;
 END
 $fn$;
@@ -1909,25 +1907,25 @@ BEGIN
 END
 $fn$;
 
--- AFTER INSERT and AFTER DELETE, per statement, on each counted table;
+-- AFTER INSERT and AFTER DELETE, per row, on each counted table;
 -- TG_ARGV[0] names the counter. Rows of memories, events, slots,
--- workspaces and states count one each; images count their bytes.
+-- workspaces and states count one each; images count their bytes. Per row
+-- since 0.8.0 (see the scope lists' triggers): the counter row is the
+-- row's own owner's, on the same node.
 CREATE FUNCTION engram._count_usage() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_sign   integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
-    v_owners text[];
-    v_deltas bigint[];
+    v_owner text;
+    v_delta bigint := 1;
 BEGIN
-    -- "changed" is the statement's new rows (INSERT) or old rows (DELETE).
-    IF TG_TABLE_NAME = 'images' THEN
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(v_sign * d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, sum(x.bytes)::bigint AS n FROM changed x GROUP BY x.owner) d;
+    IF TG_OP = 'INSERT' THEN
+        v_owner := NEW.owner;
+        IF TG_TABLE_NAME = 'images' THEN v_delta := NEW.bytes; END IF;
     ELSE
-        SELECT array_agg(d.owner ORDER BY d.owner), array_agg(v_sign * d.n ORDER BY d.owner) INTO v_owners, v_deltas
-        FROM (SELECT x.owner, count(*) AS n FROM changed x GROUP BY x.owner) d;
+        v_owner := OLD.owner;
+        IF TG_TABLE_NAME = 'images' THEN v_delta := -OLD.bytes; ELSE v_delta := -1; END IF;
     END IF;
-    PERFORM engram._add_usage(TG_ARGV[0], v_owners, v_deltas);
+    PERFORM engram._add_usage(TG_ARGV[0], ARRAY[v_owner], ARRAY[v_delta]);
     RETURN NULL;
 END
 $fn$;
@@ -1942,29 +1940,29 @@ END
 $fn$;
 
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.memories
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('memories');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.memories
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('memories');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('memories');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.events
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('events');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.events
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('events');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('events');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.images
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('image_bytes');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.images
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('image_bytes');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('image_bytes');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.slots
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('slots');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.slots
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('slots');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('slots');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.workspaces
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('workspaces');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.workspaces
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('workspaces');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('workspaces');
 CREATE TRIGGER usage_insert AFTER INSERT ON engram.states
-    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('states');
 CREATE TRIGGER usage_delete AFTER DELETE ON engram.states
-    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram._count_usage('states');
+    FOR EACH ROW EXECUTE FUNCTION engram._count_usage('states');
 CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._usage_truncated();
 CREATE TRIGGER usage_truncate AFTER TRUNCATE ON engram.events
@@ -4512,6 +4510,121 @@ END
 $fn$;
 
 ---------------------------------------------------------------------------
+-- scale-out on Citus (SPEC 12, docs/SCALING.md)
+---------------------------------------------------------------------------
+
+-- The tables engram.distribute() distributes by owner, co-located with
+-- engram.memories, in an order where every referenced table comes before
+-- the tables that reference it; and the small global tables it replicates
+-- to every node. tests/tests/scale_out.rs keeps them equal to the schema.
+CREATE FUNCTION engram._distributed_tables() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT ARRAY['memories', 'workspaces', 'images', 'revisions', 'memory_access', 'audit_log',
+                 'ghost_settings', 'grants', 'publications', 'owner_locks', 'slots', 'states', 'events',
+                 'misses', 'scope_entries', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds']
+$fn$;
+
+CREATE FUNCTION engram._reference_tables() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT ARRAY['tokens', 'group_members']
+$fn$;
+
+-- Whether engram's tables are distributed (engram.distribute ran): Citus
+-- is installed here and knows engram.memories.
+CREATE FUNCTION engram._is_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v boolean;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = ''engram.memories''::regclass)'
+        INTO v;
+    RETURN v;
+END
+$fn$;
+
+-- Distributes engram on a Citus coordinator (SPEC 12): every owner-scoped
+-- table by owner, all co-located, so that one owner's rows live on one
+-- worker; tokens and group members as reference tables (read on every
+-- call, on every node); and every function whose first argument is the
+-- owner delegated to the worker that holds that owner (Citus does so when
+-- a call names the owner and runs outside a transaction block). Run once by
+-- a superuser after CREATE EXTENSION citus, adding the workers, and CREATE
+-- EXTENSION engram; a second run does only what is missing. Returns what
+-- it did.
+CREATE FUNCTION engram.distribute(shard_count integer DEFAULT 32) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    t        text;
+    f        regprocedure;
+    v_tables integer := 0;
+    v_refs   integer := 0;
+    v_funcs  integer := 0;
+    v_known  boolean;
+BEGIN
+    PERFORM engram._require_privileged('distribute');
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = engram._caller_role()) THEN
+        RAISE EXCEPTION 'distribute is for superusers (it creates distributed tables); connect as one'
+            USING ERRCODE = '42501';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname = 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in database %; run CREATE EXTENSION citus on the coordinator and add the workers (SELECT citus_add_node(...)) first', current_database()
+            USING ERRCODE = '55000';
+    END IF;
+    IF distribute.shard_count IS NULL OR distribute.shard_count NOT BETWEEN 1 AND 64000 THEN
+        RAISE EXCEPTION 'shard_count % is out of range; pass 1 to 64000 (32 by default; a few per worker core)', coalesce(distribute.shard_count::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- engram's triggers keep derived rows (scope lists, quotas, image
+    -- holds) of the same owner, which live on the same shard group: safe
+    -- despite Citus's name for the setting.
+    PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    FOREACH t IN ARRAY engram._distributed_tables() LOOP
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass)'
+            INTO v_known USING format('engram.%I', t);
+        CONTINUE WHEN v_known;
+        IF t = 'memories' THEN
+            EXECUTE 'SELECT pg_catalog.create_distributed_table(''engram.memories'', ''owner'', colocate_with => ''none'', shard_count => $1)'
+                USING distribute.shard_count;
+        ELSE
+            EXECUTE format('SELECT pg_catalog.create_distributed_table(%L, ''owner'', colocate_with => ''engram.memories'')',
+                           format('engram.%I', t));
+        END IF;
+        v_tables := v_tables + 1;
+    END LOOP;
+    FOREACH t IN ARRAY engram._reference_tables() LOOP
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass)'
+            INTO v_known USING format('engram.%I', t);
+        CONTINUE WHEN v_known;
+        EXECUTE format('SELECT pg_catalog.create_reference_table(%L)', format('engram.%I', t));
+        v_refs := v_refs + 1;
+    END LOOP;
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'engram'::regnamespace AND p.proname NOT LIKE '\_%'
+          AND p.proargnames[1] = 'owner' AND p.proargtypes[0] = 'text'::regtype
+        ORDER BY 1
+    LOOP
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o WHERE o.classid = ''pg_proc''::regclass AND o.objid = $1 AND o.distribution_argument_index IS NOT NULL)'
+            INTO v_known USING f::oid;
+        CONTINUE WHEN v_known;
+        EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''$1'', colocate_with => ''engram.memories'')'
+            USING f;
+        v_funcs := v_funcs + 1;
+    END LOOP;
+    PERFORM engram._audit(NULL, 'distribute', NULL,
+        jsonb_build_object('tables', v_tables, 'reference_tables', v_refs, 'functions', v_funcs,
+                           'shard_count', distribute.shard_count));
+    RETURN CASE WHEN v_tables + v_refs + v_funcs = 0
+                THEN 'engram is already distributed; nothing to do'
+                ELSE format('distributed %s tables by owner (co-located with engram.memories, %s shards), made %s reference tables, delegated %s functions by their owner argument',
+                            v_tables, distribute.shard_count, v_refs, v_funcs) END;
+END
+$fn$;
+
+---------------------------------------------------------------------------
 -- privileges, row-level security and search_path
 ---------------------------------------------------------------------------
 
@@ -4551,6 +4664,7 @@ REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.distribute(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;

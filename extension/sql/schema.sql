@@ -13,7 +13,7 @@
 -- One row per memory. The embedding column's dimension is the database's
 -- embedding dimension (engram.configure changes it while no embeddings exist).
 CREATE TABLE engram.memories (
-    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id               uuid NOT NULL DEFAULT gen_random_uuid(),
     owner            text NOT NULL CHECK (owner <> ''),
     kind             text NOT NULL DEFAULT 'semantic'
                      CHECK (kind IN ('semantic', 'episodic', 'procedural')),
@@ -54,11 +54,17 @@ CREATE TABLE engram.memories (
     -- who may see it through the owner's ghost (SPEC 8.3): an accessor whose
     -- trust is at least this level. 5 (default): only accessors the owner
     -- trusts fully; 1: anyone the ghost talks to.
-    access_level     smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5)
+    access_level     smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5),
+    -- Every key of an owner's data starts with the owner (since 0.8.0), so
+    -- that the tables can be distributed by owner (engram.distribute, Citus).
+    CONSTRAINT memories_pkey PRIMARY KEY (owner, id)
 );
 
 COMMENT ON TABLE engram.memories IS 'engram: one row per memory; write through the engram.* functions';
 
+-- ids are random uuids, unique without the owner; this index serves lookups
+-- by id alone (merged_into, a DBA's queries).
+CREATE INDEX memories_id ON engram.memories (id);
 CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memories_scope ON engram.memories (owner, status, internal_type, created_at DESC, id);
 CREATE INDEX memories_tags ON engram.memories USING gin (tags);
@@ -71,7 +77,7 @@ CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE s
 
 -- Every prior version of an updated memory (the current one is in memories).
 CREATE TABLE engram.revisions (
-    memory_id     uuid NOT NULL REFERENCES engram.memories (id) ON DELETE CASCADE,
+    memory_id     uuid NOT NULL,
     revision      integer NOT NULL,
     owner         text NOT NULL,
     content       text NOT NULL,
@@ -82,7 +88,9 @@ CREATE TABLE engram.revisions (
     reason        text,
     is_correction boolean NOT NULL,
     changed_by    text NOT NULL DEFAULT current_user,
-    PRIMARY KEY (memory_id, revision)
+    CONSTRAINT revisions_pkey PRIMARY KEY (owner, memory_id, revision),
+    CONSTRAINT revisions_memory_id_fkey FOREIGN KEY (owner, memory_id)
+        REFERENCES engram.memories (owner, id) ON DELETE CASCADE
 );
 
 -- Access statistics, apart from the vector-bearing rows: a search must not
@@ -91,19 +99,22 @@ CREATE TABLE engram.revisions (
 -- crash (not a clean restart) the counters start again from zero, which
 -- only makes memories look less recently used until they are read again.
 CREATE UNLOGGED TABLE engram.memory_access (
-    memory_id        uuid PRIMARY KEY,
+    memory_id        uuid NOT NULL,
     owner            text NOT NULL,
     access_count     bigint NOT NULL DEFAULT 0,
-    last_accessed_at timestamptz NOT NULL DEFAULT now()
+    last_accessed_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT memory_access_pkey PRIMARY KEY (owner, memory_id)
 );
 
 -- Append-only log of every state-changing call. It records what happened,
 -- never user data (no content, tags, metadata or reasons), so a hard erase
--- leaves nothing of the memory behind here.
+-- leaves nothing of the memory behind here. Database-wide events (configure,
+-- purge and maintenance of every owner) have the owner '' (since 0.8.0;
+-- NULL before): a distributed table has no NULL distribution values.
 CREATE TABLE engram.audit_log (
-    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id        bigint GENERATED ALWAYS AS IDENTITY,
     at        timestamptz NOT NULL DEFAULT clock_timestamp(),
-    owner     text,
+    owner     text NOT NULL DEFAULT '',
     actor     text NOT NULL DEFAULT current_user,
     action    text NOT NULL,
     memory_id uuid,
@@ -113,7 +124,8 @@ CREATE TABLE engram.audit_log (
     token_id         uuid,
     token_label      text,
     act_as           text,
-    internal_context jsonb
+    internal_context jsonb,
+    CONSTRAINT audit_log_pkey PRIMARY KEY (owner, id)
 );
 CREATE INDEX audit_log_owner_at ON engram.audit_log (owner, at);
 CREATE INDEX audit_log_memory ON engram.audit_log (memory_id) WHERE memory_id IS NOT NULL;
@@ -177,15 +189,18 @@ CREATE TABLE engram.grants (
 -- A memory published to a space (every space ghost conversation of it reads
 -- it) or to a group (group ghost conversations of its members read it).
 CREATE TABLE engram.publications (
-    id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    memory_id    uuid NOT NULL REFERENCES engram.memories (id) ON DELETE CASCADE,
+    id           uuid NOT NULL DEFAULT gen_random_uuid(),
+    memory_id    uuid NOT NULL,
     owner        text NOT NULL,
     space        text CHECK (space <> ''),
     group_id     text CHECK (group_id <> ''),
     published_at timestamptz NOT NULL DEFAULT now(),
-    CHECK ((space IS NULL) <> (group_id IS NULL))
+    CHECK ((space IS NULL) <> (group_id IS NULL)),
+    CONSTRAINT publications_pkey PRIMARY KEY (owner, id),
+    CONSTRAINT publications_memory_id_fkey FOREIGN KEY (owner, memory_id)
+        REFERENCES engram.memories (owner, id) ON DELETE CASCADE
 );
-CREATE UNIQUE INDEX publications_target ON engram.publications (memory_id, coalesce(space, ''), coalesce(group_id, ''));
+CREATE UNIQUE INDEX publications_target ON engram.publications (owner, memory_id, coalesce(space, ''), coalesce(group_id, ''));
 CREATE INDEX publications_space ON engram.publications (space) WHERE space IS NOT NULL;
 CREATE INDEX publications_group ON engram.publications (group_id) WHERE group_id IS NOT NULL;
 
@@ -248,7 +263,7 @@ ALTER TABLE engram.slots ENABLE ROW LEVEL SECURITY;
 -- A workspace: a project the agent comes back to. Archived, never deleted
 -- (only erasing an owner removes it); a name is unique per owner.
 CREATE TABLE engram.workspaces (
-    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id          uuid NOT NULL DEFAULT gen_random_uuid(),
     owner       text NOT NULL CHECK (owner <> ''),
     name        text NOT NULL CHECK (name <> '' AND octet_length(name) <= 200),
     description text NOT NULL DEFAULT '',
@@ -261,16 +276,17 @@ CREATE TABLE engram.workspaces (
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),
     archived_at timestamptz,
-    UNIQUE (owner, name)
+    UNIQUE (owner, name),
+    CONSTRAINT workspaces_pkey PRIMARY KEY (owner, id)
 );
 
 -- A state: an immutable, named save point of a workspace. The name is
 -- unique in its workspace forever (archived states keep theirs), and the
 -- trigger engram._state_immutable refuses every UPDATE but archiving.
 CREATE TABLE engram.states (
-    id                   uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id                   uuid NOT NULL DEFAULT gen_random_uuid(),
     owner                text NOT NULL CHECK (owner <> ''),
-    workspace_id         uuid NOT NULL REFERENCES engram.workspaces (id) ON DELETE CASCADE,
+    workspace_id         uuid NOT NULL,
     name                 text NOT NULL CHECK (name <> '' AND octet_length(name) <= 200),
     description          text NOT NULL DEFAULT '',
     conversation_context text NOT NULL DEFAULT '',
@@ -280,21 +296,24 @@ CREATE TABLE engram.states (
     tags                 text[] NOT NULL DEFAULT '{}',
     created_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
     archived_at          timestamptz,
-    UNIQUE (workspace_id, name)
+    CONSTRAINT states_pkey PRIMARY KEY (owner, id),
+    CONSTRAINT states_workspace_id_name_key UNIQUE (owner, workspace_id, name),
+    CONSTRAINT states_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
+        REFERENCES engram.workspaces (owner, id) ON DELETE CASCADE
 );
-CREATE INDEX states_latest ON engram.states (workspace_id, created_at DESC);
+CREATE INDEX states_latest ON engram.states (owner, workspace_id, created_at DESC);
 
 -- A captured event: an episodic memory (the row in engram.memories holds
 -- its content, session, importance and embedding) with what MetaHuman
 -- records beside it. A memory erased erases its event.
 CREATE TABLE engram.events (
-    memory_id       uuid PRIMARY KEY REFERENCES engram.memories (id) ON DELETE CASCADE,
+    memory_id       uuid NOT NULL,
     owner           text NOT NULL,
     event_type      text NOT NULL CHECK (event_type IN ('conversation', 'tool_invocation', 'file_read',
                         'file_write', 'code_approval', 'code_rejection', 'observation', 'summary')),
     mode            text NOT NULL,
     session_id      text NOT NULL,
-    workspace_id    uuid REFERENCES engram.workspaces (id) ON DELETE SET NULL,
+    workspace_id    uuid,
     tool_name       text,
     tool_input      jsonb,
     tool_output     jsonb,
@@ -303,7 +322,12 @@ CREATE TABLE engram.events (
     duration_ms     integer,
     file_path       text,
     parent_event_id uuid,
-    created_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT events_pkey PRIMARY KEY (owner, memory_id),
+    CONSTRAINT events_memory_id_fkey FOREIGN KEY (owner, memory_id)
+        REFERENCES engram.memories (owner, id) ON DELETE CASCADE,
+    CONSTRAINT events_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
+        REFERENCES engram.workspaces (owner, id) ON DELETE SET NULL (workspace_id)
 );
 CREATE INDEX events_session ON engram.events (owner, session_id, created_at);
 CREATE INDEX events_workspace ON engram.events (owner, workspace_id, event_type, created_at);
@@ -319,11 +343,12 @@ CREATE INDEX memories_backlog ON engram.memories (owner, created_at)
 -- Searches that found nothing (SPEC 9, metrics): what agents looked for in
 -- vain. Holds the query text, so erasing an owner erases these too.
 CREATE TABLE engram.misses (
-    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id            bigint GENERATED ALWAYS AS IDENTITY,
     owner         text NOT NULL,
     at            timestamptz NOT NULL DEFAULT now(),
     query_text    text,
-    had_embedding boolean NOT NULL
+    had_embedding boolean NOT NULL,
+    CONSTRAINT misses_pkey PRIMARY KEY (owner, id)
 );
 CREATE INDEX misses_owner_at ON engram.misses (owner, at);
 

@@ -1,6 +1,6 @@
 //! The preconditions of running engram on Citus (docs/SCALING.md), checked on
-//! the catalog of a fresh install, since Citus itself is not on the
-//! registries this project builds from:
+//! the catalog of a fresh single-node install (tests/tests/citus.rs runs
+//! engram on a real Citus cluster):
 //!
 //! * every public function is routable by owner (its first argument is
 //!   `owner`) or is listed in docs/SCALING.md under one of the other kinds
@@ -9,11 +9,10 @@
 //!   runs on a cluster;
 //! * every table is either owner-scoped (an `owner` column) or one of the
 //!   reference tables the document names;
-//! * Citus requires every primary key and unique index of a distributed
-//!   table to include the distribution column. The owner-scoped tables whose
-//!   keys do not are exactly the ones docs/SCALING.md lists with the key
-//!   they need: a new table that breaks the rule, or a fixed one still
-//!   listed, fails here, so the document and the schema cannot drift.
+//! * Citus requires every primary key, unique index and foreign key of a
+//!   distributed table to include the distribution column: every one of
+//!   engram's does (since 0.8.0), and a new table that breaks the rule
+//!   fails here before it fails in `engram.distribute()`.
 
 use engram_tests::*;
 use std::collections::BTreeSet;
@@ -88,7 +87,7 @@ async fn every_public_function_is_owner_first_or_classified() {
 }
 
 #[tokio::test]
-async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
+async fn tables_are_distributed_or_reference_and_every_key_starts_with_owner() {
     let db = TestDb::new(4).await;
     let doc = scaling_md();
     let tables = set(
@@ -103,13 +102,25 @@ async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
                AND a.attname = 'owner' AND NOT a.attisdropped",
     )
     .await;
-    let reference = listed(&doc, "## Tables", "reference");
-    let distributed = listed(&doc, "## Tables", "distributed");
-    let mut documented = reference.clone();
-    documented.extend(distributed.iter().cloned());
+    // What engram.distribute() distributes and replicates, and what the
+    // document says, are the schema's tables.
+    let distributed = set(&db.admin, "SELECT unnest(engram._distributed_tables())").await;
+    let reference = set(&db.admin, "SELECT unnest(engram._reference_tables())").await;
     assert_eq!(
-        documented, tables,
-        "docs/SCALING.md's table list differs from the schema"
+        listed(&doc, "## Tables", "distributed"),
+        distributed,
+        "docs/SCALING.md vs engram._distributed_tables()"
+    );
+    assert_eq!(
+        listed(&doc, "## Tables", "reference"),
+        reference,
+        "docs/SCALING.md vs engram._reference_tables()"
+    );
+    let mut all = reference.clone();
+    all.extend(distributed.iter().cloned());
+    assert_eq!(
+        all, tables,
+        "engram._distributed_tables() and _reference_tables() must name every table"
     );
     let not_owner_scoped: BTreeSet<_> = distributed.difference(&owner_scoped).cloned().collect();
     assert!(
@@ -118,24 +129,26 @@ async fn tables_are_owner_scoped_or_reference_and_keys_match_the_document() {
     );
 
     // Citus: every primary key and unique index of a distributed table
-    // includes the distribution column.
+    // includes the distribution column, and so does every foreign key
+    // between distributed tables.
     let narrow_keys = set(
         &db.admin,
-        "SELECT DISTINCT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+        "SELECT DISTINCT c.relname::text || ' ' || i.indexrelid::regclass::text FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indrelid
              WHERE c.relnamespace = 'engram'::regnamespace AND i.indisunique
+               AND c.relname <> ALL (engram._reference_tables())
                AND NOT EXISTS (SELECT 1 FROM pg_attribute a
                                WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum = ANY (i.indkey))",
     )
     .await;
-    let narrow_distributed: BTreeSet<_> = narrow_keys.intersection(&distributed).cloned().collect();
-    let to_widen = listed(&doc, "## Keys Citus needs", "widen");
-    assert_eq!(
-        narrow_distributed, to_widen,
-        "owner-scoped tables with a primary key or unique index without owner must be exactly those \
-         docs/SCALING.md lists under 'widen' (with the key they need)"
-    );
-    // The ones already right stay right: owner in every unique index.
-    for t in distributed.difference(&to_widen) {
-        assert!(!narrow_keys.contains(t), "{t}");
-    }
+    assert!(narrow_keys.is_empty(), "unique keys without owner: {narrow_keys:?}");
+    let narrow_fks = set(
+        &db.admin,
+        "SELECT x.conname::text FROM pg_constraint x
+             WHERE x.connamespace = 'engram'::regnamespace AND x.contype = 'f'
+               AND NOT EXISTS (SELECT 1 FROM pg_attribute a
+                               WHERE a.attrelid = x.conrelid AND a.attname = 'owner' AND a.attnum = ANY (x.conkey))",
+    )
+    .await;
+    assert!(narrow_fks.is_empty(), "foreign keys without owner: {narrow_fks:?}");
 }

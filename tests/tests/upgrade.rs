@@ -650,3 +650,92 @@ async fn upgrade_from_0_6_0_keeps_images_and_tokens_and_equals_a_fresh_install()
         .get(0);
     assert!(n >= 1);
 }
+
+#[tokio::test]
+async fn upgrade_from_0_7_0_widens_every_key_to_the_owner_and_equals_a_fresh_install() {
+    let (name, old) = install("0.7.0").await;
+    // A populated 0.7.0 database: every table whose key 0.8.0 widens has
+    // rows (memories with a revision, access counts, an event in a
+    // workspace, a state, a publication, a miss, owner and database-wide
+    // audit rows), plus a token and usage counters.
+    let (tea, chess, _gone) = tagged_memories(&old).await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
+         SELECT engram.workspace_create(owner => 'alice', name => 'api');
+         SELECT engram.state_save(owner => 'alice', workspace => 'api', name => 'v1', active_task => 'ship');
+         SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
+                               session_id => 's1', workspace => 'api');
+         SELECT engram.publish(owner => 'alice', id => '{chess}', space => 'lobby');
+         SELECT count(*) FROM engram.search(owner => 'alice', query_text => 'zeppelin', query_embedding => '[0,0,1,0]', min_similarity => 0.99);
+         SELECT count(*) FROM engram.recall(owner => 'alice', id => '{tea}');
+         SELECT engram.purge(older_than => interval '1 day');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let database_wide: i64 = old
+        .query_one("SELECT count(*) FROM engram.audit_log WHERE owner IS NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        database_wide > 0,
+        "0.7.0 wrote database-wide audit rows with a NULL owner"
+    );
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.revision,
+                                              m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', r.memory_id, r.revision, r.content), ',' ORDER BY r.memory_id, r.revision) FROM engram.revisions r)
+                    || (SELECT string_agg(concat_ws('/', a.memory_id, a.access_count), ',' ORDER BY a.memory_id) FROM engram.memory_access a)
+                    || (SELECT string_agg(concat_ws('/', e.memory_id, e.event_type, w.name), ',' ORDER BY e.memory_id)
+                        FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id)
+                    || (SELECT string_agg(concat_ws('/', s.name, s.active_task), ',') FROM engram.states s)
+                    || (SELECT string_agg(concat_ws('/', p.memory_id, p.space), ',') FROM engram.publications p)
+                    || (SELECT string_agg(concat_ws('/', x.owner, x.query_text), ',') FROM engram.misses x)
+                    || (SELECT string_agg(concat_ws('/', coalesce(l.owner, ''), l.action), ',' ORDER BY l.id) FROM engram.audit_log l)
+                    || (SELECT string_agg(concat_ws('/', u.owner, u.memories, u.events, u.workspaces, u.states), ',' ORDER BY u.owner) FROM engram.owner_locks u)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    let null_owners: i64 = old
+        .query_one("SELECT count(*) FROM engram.audit_log WHERE owner IS NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(null_owners, 0, "database-wide audit rows get the owner ''");
+
+    // The keys hold what they should: a child row needs its parent under
+    // the same owner, and the 0.7.0 token binds and answers.
+    let (code, msg) = sqlstate(
+        old.execute(
+            &format!(
+                "INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, is_correction)
+                 VALUES ('{tea}', 99, 'bob', 'x', '{{}}', '{{}}', now(), false)"
+            ),
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(code, "23503", "{msg}");
+    let app = bound_app(&name, &token, "0.7.0").await;
+    let history: i64 = app
+        .query_one("SELECT count(*) FROM engram.revisions(id => $1)", &[&tea])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(history >= 1, "the 0.7.0 revision is kept");
+    let ids: Vec<Uuid> = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', tags_all => '{games}')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, vec![chess]);
+    app.batch_execute("COMMIT").await.unwrap();
+}

@@ -1,0 +1,109 @@
+# Citus helpers for scripts/citus and scripts/test. Source it after lib.sh.
+CITUS_PORT="${ENGRAM_CITUS_PORT:-5440}"
+CITUS_NAME="${ENGRAM_CITUS_NAME:-citus}"
+CITUS_WORKERS=(w1 w2)
+
+citus_installed() {
+  [ -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/citus.control" ]
+}
+
+# The archive engram's CI builds Citus from when no Citus is installed.
+citus_default_source() {
+  local vendored="$ROOT/../shared/vendor/citus-13.2.2.tar.gz"
+  if [ -n "${CITUS_SOURCE:-}" ]; then echo "$CITUS_SOURCE"; elif [ -f "$vendored" ]; then echo "$vendored"; fi
+}
+
+# citus_install: nothing when Citus is installed; otherwise builds the source
+# archive (CITUS_SOURCE or the vendored copy) against this PostgreSQL and
+# installs it. Fails with what to do when there is neither.
+citus_install() {
+  if citus_installed; then
+    info "Citus present ($(sed -n "s/^default_version = '\(.*\)'/\1/p" "$("$PG_CONFIG" --sharedir)/extension/citus.control"))"
+    return
+  fi
+  local src; src="$(citus_default_source)"
+  [ -n "$src" ] && [ -f "$src" ] || die "Citus is not installed and there is no source archive to build it from" \
+    "install Citus's package for PostgreSQL 15 (https://docs.citusdata.com), or set CITUS_SOURCE=path/to/citus.tar.gz"
+  local want=(libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev)
+  local missing=() p
+  for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    step "apt: installing Citus's build dependencies: ${missing[*]}"
+    apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+      die "apt-get install failed for: ${missing[*]}"
+  fi
+  local build="/var/cache/engram/citus-build"
+  step "building Citus from $src (about 3 minutes on 2 cores; output in $build/build.log)"
+  rm -rf "$build" && mkdir -p "$build/src"
+  tar -xzf "$src" -C "$build/src"
+  local dir="$build/src"
+  [ -f "$dir/configure" ] || dir="$(find "$build/src" -mindepth 1 -maxdepth 1 -type d | head -1)"
+  [ -f "$dir/configure" ] || die "$src does not look like Citus's source (no configure script)"
+  # PostgreSQL 15.20's headers declare have_createdb_privilege(), which
+  # Citus 13.2's compatibility header also defines as a static inline for
+  # PG 15: drop Citus's copy (the server's exported function does the same).
+  if grep -q "extern bool have_createdb_privilege" "$("$PG_CONFIG" --includedir-server)/commands/dbcommands.h" 2>/dev/null; then
+    perl -0pi -e 's/static inline bool\s*\nhave_createdb_privilege\(void\)\s*\n\{.*?\n\}\n//s' \
+      "$dir/src/include/pg_version_compat.h"
+  fi
+  (cd "$dir" && ./configure PG_CONFIG="$PG_CONFIG" >"$build/build.log" 2>&1 &&
+    make -j"$(nproc)" >>"$build/build.log" 2>&1 && make install >>"$build/build.log" 2>&1) ||
+    die "building Citus failed" "see $build/build.log"
+  citus_installed || die "Citus built but citus.so is not in $("$PG_CONFIG" --pkglibdir)" "see $build/build.log"
+  info "Citus installed"
+}
+
+citus_node_port() { # coord | w1 | w2 | w3 ...
+  case "$1" in coord) echo "$CITUS_PORT" ;; w*) echo $((CITUS_PORT + ${1#w})) ;; esac
+}
+citus_node_dir() { cluster_dir "$CITUS_NAME-$1"; }
+
+# citus_node_start NODE DB: one node, citus first in shared_preload_libraries.
+# Nodes reach each other over their Unix sockets (node names are socket
+# directories), so no password travels between them.
+citus_node_start() {
+  local node="$1" db="$2"
+  ENGRAM_PRELOAD="citus,pg_cron,engram" ENGRAM_EXTRA_CONF="citus.shard_count = 32
+max_prepared_transactions = 100
+wal_level = logical" \
+    cluster_start "$CITUS_NAME-$node" "$(citus_node_port "$node")" "$db"
+}
+
+citus_psql() { # NODE DB [psql args]
+  local node="$1" db="$2"; shift 2
+  cluster_psql "$CITUS_NAME-$node" "$(citus_node_port "$node")" "$db" "$@"
+}
+
+# citus_cluster_up DB SHARDS: the nodes started, DB on each with citus
+# (and pg_cron on the coordinator), the workers added, engram created on the
+# coordinator (Citus creates it on the workers) and distributed.
+citus_cluster_up() {
+  local db="$1" shards="$2" node
+  for node in coord "${CITUS_WORKERS[@]}"; do
+    citus_node_start "$node" "$db"
+    if [ "$(citus_psql "$node" postgres -tAc "select 1 from pg_database where datname = '$db'")" != 1 ]; then
+      citus_psql "$node" postgres -c "create database \"$db\""
+    fi
+    citus_psql "$node" "$db" -c "create extension if not exists citus"
+  done
+  citus_psql coord "$db" -c "select citus_set_coordinator_host('$(citus_node_dir coord)/run', $CITUS_PORT)" >/dev/null
+  for node in "${CITUS_WORKERS[@]}"; do
+    citus_psql coord "$db" -tAc "select citus_add_node('$(citus_node_dir "$node")/run', $(citus_node_port "$node"))" >/dev/null
+  done
+  citus_psql coord "$db" -c "create extension if not exists pg_cron" \
+    -c "create extension if not exists engram cascade" ||
+    die "could not create the extensions on the coordinator" "see $(citus_node_dir coord)/postgres.log"
+  step "engram.distribute(shard_count => $shards)"
+  citus_psql coord "$db" -tAc "select engram.distribute(shard_count => $shards)"
+  cluster_login_role "$CITUS_NAME-coord" "$CITUS_PORT" engram_mcp
+}
+
+citus_stop_all() {
+  local d
+  for d in "$ENGRAM_HOME/$CITUS_NAME"-*/; do
+    [ -d "$d" ] && cluster_stop "$(basename "$d")"
+  done
+  return 0
+}
