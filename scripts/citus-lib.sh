@@ -97,7 +97,17 @@ citus_cluster_up() {
     die "could not create the extensions on the coordinator" "see $(citus_node_dir coord)/postgres.log"
   step "engram.distribute(shard_count => $shards)"
   citus_psql coord "$db" -tAc "select engram.distribute(shard_count => $shards)"
-  cluster_login_role "$CITUS_NAME-coord" "$CITUS_PORT" engram_mcp
+  citus_login_role "$db" engram_mcp
+}
+
+# citus_login_role DB ROLE: like cluster_login_role, on every node (made in
+# a database with citus, which propagates roles to the workers).
+citus_login_role() {
+  local db="$1" role="$2"
+  citus_psql coord "$db" -c "do \$\$ begin
+      if not exists (select 1 from pg_roles where rolname = '$role') then
+        create role $role login in role engram_agent;
+      end if; end \$\$"
 }
 
 citus_stop_all() {

@@ -115,7 +115,7 @@ ALTER TABLE engram.publications ADD CONSTRAINT publications_memory_id_fkey FOREI
 ALTER TABLE engram.events ADD CONSTRAINT events_memory_id_fkey FOREIGN KEY (owner, memory_id)
         REFERENCES engram.memories (owner, id) ON DELETE CASCADE,
     ADD CONSTRAINT events_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
-        REFERENCES engram.workspaces (owner, id) ON DELETE SET NULL (workspace_id);
+        REFERENCES engram.workspaces (owner, id) ON DELETE NO ACTION;
 ALTER TABLE engram.states ADD CONSTRAINT states_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
     REFERENCES engram.workspaces (owner, id) ON DELETE CASCADE;
 

@@ -687,16 +687,19 @@ $fn$;
 -- size rows in the same order and never deadlock.
 -- A list that became empty loses its size row: erasing an owner leaves
 -- nothing of it here.
-CREATE FUNCTION engram._resize_lists(p_owners text[], p_lists bigint[], p_deltas bigint[]) RETURNS void
+CREATE FUNCTION engram._resize_lists(p_owner text, p_lists bigint[], p_deltas bigint[]) RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
+    IF p_lists IS NULL OR cardinality(p_lists) = 0 THEN
+        RETURN;
+    END IF;
+    -- One owner, named by a plain equality: on Citus each statement runs on
+    -- the owner's shard (a trigger on a shard may not fan out).
     INSERT INTO engram.scope_sizes AS z (owner, list, n)
-    SELECT d.owner, d.list, sum(d.delta) FROM unnest(p_owners, p_lists, p_deltas) AS d(owner, list, delta)
-    GROUP BY d.owner, d.list HAVING sum(d.delta) <> 0 ORDER BY d.owner, d.list
+    SELECT p_owner, d.list, sum(d.delta) FROM unnest(p_lists, p_deltas) AS d(list, delta)
+    GROUP BY d.list HAVING sum(d.delta) <> 0 ORDER BY d.list
     ON CONFLICT (owner, list) DO UPDATE SET n = z.n + excluded.n;
-    DELETE FROM engram.scope_sizes z
-    USING (SELECT DISTINCT d.owner, d.list FROM unnest(p_owners, p_lists) AS d(owner, list)) d
-    WHERE z.owner = d.owner AND z.list = d.list AND z.n = 0;
+    DELETE FROM engram.scope_sizes z WHERE z.owner = p_owner AND z.list = ANY (p_lists) AND z.n = 0;
 END
 $fn$;
 
@@ -720,7 +723,7 @@ BEGIN
         SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
         RETURNING scope_entries.list)
     SELECT array_agg(e.list) INTO v_lists FROM e;
-    PERFORM engram._resize_lists(array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_lists), 0)]), v_lists,
+    PERFORM engram._resize_lists(NEW.owner, v_lists,
                                  array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
     RETURN NULL;
 END
@@ -744,7 +747,7 @@ BEGIN
         DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
         RETURNING e.list)
     SELECT array_agg(d.list) INTO v_old FROM d;
-    PERFORM engram._resize_lists(array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_old), 0)]), v_old,
+    PERFORM engram._resize_lists(OLD.owner, v_old,
                                  array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)]));
     IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
         WITH i AS (
@@ -752,7 +755,7 @@ BEGIN
             SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
             RETURNING scope_entries.list)
         SELECT array_agg(i.list) INTO v_new FROM i;
-        PERFORM engram._resize_lists(array_fill(NEW.owner, ARRAY[coalesce(cardinality(v_new), 0)]), v_new,
+        PERFORM engram._resize_lists(NEW.owner, v_new,
                                      array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
     END IF;
     RETURN NULL;
@@ -769,7 +772,7 @@ BEGIN
         DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
         RETURNING e.list)
     SELECT array_agg(d.list) INTO v_lists FROM d;
-    PERFORM engram._resize_lists(array_fill(OLD.owner, ARRAY[coalesce(cardinality(v_lists), 0)]), v_lists,
+    PERFORM engram._resize_lists(OLD.owner, v_lists,
                                  array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
     RETURN NULL;
 END
@@ -1850,57 +1853,49 @@ $fn$;
 -- quotas (SPEC 8.5): what each owner stores, counted in engram.owner_locks
 ---------------------------------------------------------------------------
 
--- Adds p_deltas (all of one sign) to counter p_counter of each owner in
--- p_owners, in owner order; a growth that takes an owner past its quota
--- (engram.max_<counter>_per_owner) fails with 54000, and the statement
--- that grew it, with everything else in the transaction, is undone.
--- The writers hold the owner's lock row already, so counting costs one
--- row update, never a count over the owner's rows.
-CREATE FUNCTION engram._add_usage(p_counter text, p_owners text[], p_deltas bigint[]) RETURNS void
+-- Adds p_delta to counter p_counter of owner p_owner; a growth that takes
+-- the owner past its quota (engram.max_<counter>_per_owner) fails with
+-- 54000, and the statement that grew it, with everything else in the
+-- transaction, is undone. The writers hold the owner's lock row already,
+-- so counting costs one row update, never a count over the owner's rows.
+-- One owner by a plain equality: on Citus it runs on the owner's shard.
+CREATE FUNCTION engram._add_usage(p_counter text, p_owner text, p_delta bigint) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_limit bigint;
-    v_owner text;
     v_used  bigint;
+    v_all   bigint[];
+    v_d     bigint[] := ARRAY[CASE WHEN p_counter = 'memories' THEN p_delta ELSE 0 END,
+                              CASE WHEN p_counter = 'events' THEN p_delta ELSE 0 END,
+                              CASE WHEN p_counter = 'image_bytes' THEN p_delta ELSE 0 END,
+                              CASE WHEN p_counter = 'slots' THEN p_delta ELSE 0 END,
+                              CASE WHEN p_counter = 'workspaces' THEN p_delta ELSE 0 END,
+                              CASE WHEN p_counter = 'states' THEN p_delta ELSE 0 END];
 BEGIN
-    IF p_owners IS NULL OR cardinality(p_owners) = 0 THEN
+    IF p_owner IS NULL OR coalesce(p_delta, 0) = 0 THEN
         RETURN;
     END IF;
-    IF p_deltas[1] < 0 THEN
+    IF p_delta < 0 THEN
         UPDATE engram.owner_locks AS l SET
-            memories = greatest(l.memories + CASE WHEN p_counter = 'memories' THEN d.delta ELSE 0 END, 0),
-            events = greatest(l.events + CASE WHEN p_counter = 'events' THEN d.delta ELSE 0 END, 0),
-            image_bytes = greatest(l.image_bytes + CASE WHEN p_counter = 'image_bytes' THEN d.delta ELSE 0 END, 0),
-            slots = greatest(l.slots + CASE WHEN p_counter = 'slots' THEN d.delta ELSE 0 END, 0),
-            workspaces = greatest(l.workspaces + CASE WHEN p_counter = 'workspaces' THEN d.delta ELSE 0 END, 0),
-            states = greatest(l.states + CASE WHEN p_counter = 'states' THEN d.delta ELSE 0 END, 0)
-        FROM unnest(p_owners, p_deltas) AS d(owner, delta)
-        WHERE l.owner = d.owner;
+            memories = greatest(l.memories + v_d[1], 0), events = greatest(l.events + v_d[2], 0),
+            image_bytes = greatest(l.image_bytes + v_d[3], 0), slots = greatest(l.slots + v_d[4], 0),
+            workspaces = greatest(l.workspaces + v_d[5], 0), states = greatest(l.states + v_d[6], 0)
+        WHERE l.owner = p_owner;
         RETURN;
     END IF;
     v_limit := (engram._setting_quotas() ->> p_counter)::bigint;
-    WITH d AS (SELECT x.owner, x.delta,
-                      CASE WHEN p_counter = 'memories' THEN x.delta ELSE 0 END AS memories,
-                      CASE WHEN p_counter = 'events' THEN x.delta ELSE 0 END AS events,
-                      CASE WHEN p_counter = 'image_bytes' THEN x.delta ELSE 0 END AS image_bytes,
-                      CASE WHEN p_counter = 'slots' THEN x.delta ELSE 0 END AS slots,
-                      CASE WHEN p_counter = 'workspaces' THEN x.delta ELSE 0 END AS workspaces,
-                      CASE WHEN p_counter = 'states' THEN x.delta ELSE 0 END AS states
-               FROM unnest(p_owners, p_deltas) AS x(owner, delta)),
-         u AS (
-        INSERT INTO engram.owner_locks AS l (owner, memories, events, image_bytes, slots, workspaces, states)
-        SELECT d.owner, d.memories, d.events, d.image_bytes, d.slots, d.workspaces, d.states FROM d ORDER BY d.owner
-        ON CONFLICT (owner) DO UPDATE SET
-            memories = l.memories + excluded.memories, events = l.events + excluded.events,
-            image_bytes = l.image_bytes + excluded.image_bytes, slots = l.slots + excluded.slots,
-            workspaces = l.workspaces + excluded.workspaces, states = l.states + excluded.states
-        RETURNING l.owner, CASE p_counter WHEN 'memories' THEN l.memories WHEN 'events' THEN l.events
-                                          WHEN 'image_bytes' THEN l.image_bytes WHEN 'slots' THEN l.slots
-                                          WHEN 'workspaces' THEN l.workspaces ELSE l.states END AS used)
-    SELECT u.owner, u.used INTO v_owner, v_used FROM u WHERE u.used > v_limit ORDER BY u.owner LIMIT 1;
-    IF v_owner IS NOT NULL THEN
+    INSERT INTO engram.owner_locks AS l (owner, memories, events, image_bytes, slots, workspaces, states)
+    VALUES (p_owner, v_d[1], v_d[2], v_d[3], v_d[4], v_d[5], v_d[6])
+    ON CONFLICT (owner) DO UPDATE SET
+        memories = l.memories + excluded.memories, events = l.events + excluded.events,
+        image_bytes = l.image_bytes + excluded.image_bytes, slots = l.slots + excluded.slots,
+        workspaces = l.workspaces + excluded.workspaces, states = l.states + excluded.states
+    RETURNING ARRAY[l.memories, l.events, l.image_bytes, l.slots, l.workspaces, l.states] INTO v_all;
+    -- (picked here, not in RETURNING: Citus mis-deparses a simple CASE over a parameter)
+    v_used := v_all[array_position(ARRAY['memories', 'events', 'image_bytes', 'slots', 'workspaces', 'states'], p_counter)];
+    IF v_used > v_limit THEN
         RAISE EXCEPTION 'owner % would store % % (quota engram.max_%_per_owner = %); nothing was written. Free room (hard forget, purge, release images, delete slots) or ask a superuser to raise it: ALTER DATABASE % SET engram.max_%_per_owner = ... (or ALTER SYSTEM SET ..., then SELECT pg_reload_conf())',
-            engram._echo(v_owner), v_used, replace(p_counter, '_', ' '), p_counter, v_limit,
+            engram._echo(p_owner), v_used, replace(p_counter, '_', ' '), p_counter, v_limit,
             quote_ident(current_database()), p_counter
             USING ERRCODE = '54000';
     END IF;
@@ -1925,7 +1920,7 @@ BEGIN
         v_owner := OLD.owner;
         IF TG_TABLE_NAME = 'images' THEN v_delta := -OLD.bytes; ELSE v_delta := -1; END IF;
     END IF;
-    PERFORM engram._add_usage(TG_ARGV[0], ARRAY[v_owner], ARRAY[v_delta]);
+    PERFORM engram._add_usage(TG_ARGV[0], v_owner, v_delta);
     RETURN NULL;
 END
 $fn$;

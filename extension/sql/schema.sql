@@ -326,8 +326,11 @@ CREATE TABLE engram.events (
     CONSTRAINT events_pkey PRIMARY KEY (owner, memory_id),
     CONSTRAINT events_memory_id_fkey FOREIGN KEY (owner, memory_id)
         REFERENCES engram.memories (owner, id) ON DELETE CASCADE,
+    -- NO ACTION (SET NULL before 0.8.0; Citus refuses it on a key with the
+    -- distribution column): workspaces are archived, never deleted, and
+    -- engram.erase_owner deletes the events first.
     CONSTRAINT events_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
-        REFERENCES engram.workspaces (owner, id) ON DELETE SET NULL (workspace_id)
+        REFERENCES engram.workspaces (owner, id) ON DELETE NO ACTION
 );
 CREATE INDEX events_session ON engram.events (owner, session_id, created_at);
 CREATE INDEX events_workspace ON engram.events (owner, workspace_id, event_type, created_at);

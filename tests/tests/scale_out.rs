@@ -152,3 +152,25 @@ async fn tables_are_distributed_or_reference_and_every_key_starts_with_owner() {
     .await;
     assert!(narrow_fks.is_empty(), "foreign keys without owner: {narrow_fks:?}");
 }
+
+/// engram.distribute() refuses, changing nothing, where Citus is not
+/// installed and for anyone but a superuser (tests/tests/citus.rs runs it
+/// on a real cluster).
+#[tokio::test]
+async fn distribute_refuses_without_citus_and_for_the_restricted_role() {
+    let db = TestDb::new(4).await;
+    let (code, msg) = sqlstate(db.admin.query_one("SELECT engram.distribute()", &[]).await);
+    assert_eq!(code, "55000", "{msg}");
+    assert!(msg.contains("CREATE EXTENSION citus"), "{msg}");
+    let (code, msg) = sqlstate(
+        db.admin
+            .query_one("SELECT engram.distribute(shard_count => 0)", &[])
+            .await,
+    );
+    assert_eq!(code, "55000", "citus is checked first: {msg}");
+    let app = db.agent("alice").await;
+    let (code, msg) = sqlstate(app.client.query_one("SELECT engram.distribute()", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    let audited: i64 = count(&db, "SELECT count(*) FROM engram.audit_log WHERE action = 'distribute'").await;
+    assert_eq!(audited, 0);
+}

@@ -1,0 +1,299 @@
+//! engram on a real Citus cluster (SPEC 12): a coordinator and two workers
+//! that `scripts/test` starts with scripts/citus-lib.sh and engram
+//! distributed in the database `ENGRAM_CITUS_DB`. The tests are `#[ignore]`d
+//! in the single-node run and run by the test command's Citus stage
+//! (`cargo test --test citus -- --ignored`), which says so when Citus is not
+//! available rather than passing silently.
+//!
+//! Environment (set by scripts/test): ENGRAM_CITUS_HOST / ENGRAM_CITUS_PORT
+//! (the coordinator's socket directory and port), ENGRAM_CITUS_WORKERS
+//! (`dir:port,dir:port`), ENGRAM_CITUS_DB.
+
+use engram_tests::*;
+use tokio_postgres::{Client, NoTls};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: the Citus stage of scripts/test sets it"))
+}
+
+async fn connect_node(host: &str, port: &str, user: &str) -> Client {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(host)
+        .port(port.parse().expect("a port"))
+        .user(user)
+        .dbname(&env("ENGRAM_CITUS_DB"));
+    let (client, conn) = config
+        .connect(NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {host}:{port} as {user}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+async fn coordinator(user: &str) -> Client {
+    connect_node(&env("ENGRAM_CITUS_HOST"), &env("ENGRAM_CITUS_PORT"), user).await
+}
+
+/// (socket directory, port) of each worker.
+fn workers() -> Vec<(String, String)> {
+    env("ENGRAM_CITUS_WORKERS")
+        .split(',')
+        .map(|w| {
+            let (host, port) = w.rsplit_once(':').expect("dir:port");
+            (host.to_string(), port.to_string())
+        })
+        .collect()
+}
+
+/// The port of the worker that holds `owner`'s shard of engram.memories.
+async fn worker_of(c: &Client, owner: &str) -> i32 {
+    c.query_one(
+        "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+         WHERE p.shardid = get_shard_id_for_distribution_column('engram.memories', $1::text)",
+        &[&owner],
+    )
+    .await
+    .expect("worker of owner")
+    .get(0)
+}
+
+/// Two owner names, unique to this test run and `tag`, that live on
+/// different workers.
+async fn owners_on_both_workers(c: &Client, tag: &str) -> (String, String) {
+    let first = format!("{tag}-{}-0", std::process::id());
+    let home = worker_of(c, &first).await;
+    for i in 1..200 {
+        let other = format!("{tag}-{}-{i}", std::process::id());
+        if worker_of(c, &other).await != home {
+            return (first, other);
+        }
+    }
+    panic!("200 owners hashed to one worker: is the second worker in pg_dist_node?");
+}
+
+/// A memory written as a DBA writes by hand (raw DML, no API), so that the
+/// derived rows come from the triggers alone.
+async fn insert_raw(c: &Client, owner: &str, content: &str, tags: &[&str], emb: &str) {
+    let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+    c.execute(
+        &format!(
+            "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+             VALUES ($1, $2, sha256(convert_to($2, 'UTF8')), sha256(convert_to($1 || $2, 'UTF8')), $3, '{emb}')"
+        ),
+        &[&owner, &content, &tags],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("insert for {owner}: {:?}", e.as_db_error()));
+}
+
+#[tokio::test]
+#[ignore = "needs the Citus cluster of scripts/test's Citus stage"]
+async fn citus_distribute_placed_every_table_by_owner_and_is_idempotent() {
+    let c = coordinator("postgres").await;
+    let distributed: Vec<String> = column(&c, "SELECT unnest(engram._distributed_tables())").await;
+    let reference: Vec<String> = column(&c, "SELECT unnest(engram._reference_tables())").await;
+    // Every owner-scoped table is hash-distributed by owner in the
+    // co-location group of engram.memories; the global ones are reference
+    // tables.
+    let placed: Vec<(String, String)> = pairs(
+        &c,
+        "SELECT p.logicalrelid::regclass::text,
+                p.partmethod::text || '/' || coalesce(column_to_column_name(p.logicalrelid, p.partkey), '') || '/'
+                || (p.colocationid = (SELECT colocationid FROM pg_dist_partition
+                                      WHERE logicalrelid = 'engram.memories'::regclass))::text
+         FROM pg_dist_partition p WHERE p.logicalrelid::regclass::text LIKE 'engram.%' ORDER BY 1",
+    )
+    .await;
+    for t in &distributed {
+        let want = (format!("engram.{t}"), "h/owner/true".to_string());
+        assert!(
+            placed.contains(&want),
+            "{t} is not distributed by owner with memories: {placed:?}"
+        );
+    }
+    for t in &reference {
+        assert!(
+            placed
+                .iter()
+                .any(|(n, how)| n == &format!("engram.{t}") && how.starts_with("n/")),
+            "{t} is not a reference table: {placed:?}"
+        );
+    }
+    assert_eq!(placed.len(), distributed.len() + reference.len(), "{placed:?}");
+    // A second run does nothing and says so.
+    let again: String = c.query_one("SELECT engram.distribute()", &[]).await.unwrap().get(0);
+    assert!(again.contains("already distributed"), "{again}");
+    // The workers have engram (Citus created it there) at the coordinator's version.
+    let version: String = c
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    for (host, port) in workers() {
+        let w = connect_node(&host, &port, "postgres").await;
+        let v: String = w
+            .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(v, version, "engram on worker {port}");
+    }
+}
+
+/// Each owner's rows live on one worker, and the row triggers keep the
+/// derived rows (scope lists, usage counters) on the shards, equal to a
+/// recomputation, for writes and deletes made by hand on the coordinator.
+#[tokio::test]
+#[ignore = "needs the Citus cluster of scripts/test's Citus stage"]
+async fn citus_owners_live_on_one_worker_each_and_triggers_keep_their_derived_rows() {
+    let c = coordinator("postgres").await;
+    let (a, b) = owners_on_both_workers(&c, "place").await;
+    assert_ne!(worker_of(&c, &a).await, worker_of(&c, &b).await);
+    let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+    let emb = |i: usize| {
+        let mut v = vec!["0".to_string(); dims as usize];
+        v[i % dims as usize] = "1".into();
+        format!("[{}]", v.join(","))
+    };
+    for (i, owner) in [&a, &b].into_iter().enumerate() {
+        insert_raw(&c, owner, "tea at home", &["drinks", "home"], &emb(i)).await;
+        insert_raw(&c, owner, "chess on sunday", &["games"], &emb(i + 1)).await;
+        insert_raw(&c, owner, "old flat", &["home"], &emb(i + 2)).await;
+    }
+    c.execute(
+        "UPDATE engram.memories SET tags = '{games,home}' WHERE owner = $1 AND content = 'chess on sunday'",
+        &[&a],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "DELETE FROM engram.memories WHERE owner = $1 AND content = 'old flat'",
+        &[&b],
+    )
+    .await
+    .unwrap();
+    for (owner, memories) in [(&a, 3i64), (&b, 2i64)] {
+        // Every row of the owner, in every co-located table, on one worker.
+        let nodes: Vec<i32> = c
+            .query(
+                "SELECT DISTINCT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+                 WHERE p.shardid IN (SELECT get_shard_id_for_distribution_column(t, $1::text)
+                                     FROM unnest(ARRAY['engram.memories', 'engram.scope_entries',
+                                                       'engram.scope_sizes', 'engram.owner_locks']::regclass[]) t)",
+                &[owner],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(nodes.len(), 1, "{owner}: {nodes:?}");
+        let stored: i64 = c
+            .query_one("SELECT memories FROM engram.owner_locks WHERE owner = $1", &[owner])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(stored, memories, "usage counter of {owner}");
+        let (kept, recomputed): (i64, i64) = {
+            let r = c
+                .query_one(
+                    "SELECT (SELECT count(*) FROM engram.scope_entries e WHERE e.owner = $1),
+                            (SELECT count(*) FROM engram.memories m,
+                                    engram._list_entries(m.owner, m.internal_type, m.tags, m.id, m.embedding) x
+                             WHERE m.owner = $1 AND m.status = 'active' AND m.embedding IS NOT NULL)",
+                    &[owner],
+                )
+                .await
+                .unwrap();
+            (r.get(0), r.get(1))
+        };
+        assert_eq!(kept, recomputed, "scope entries of {owner}");
+        assert!(kept > 0);
+        let sizes_ok: bool = c
+            .query_one(
+                "SELECT coalesce(bool_and(z.n = (SELECT count(*) FROM engram.scope_entries e
+                                                 WHERE e.owner = z.owner AND e.list = z.list)), false)
+                 FROM engram.scope_sizes z WHERE z.owner = $1",
+                &[owner],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(sizes_ok, "scope sizes of {owner}");
+    }
+}
+
+/// The restricted role connecting to a worker directly reads and writes
+/// nothing: no binding there, engram.owner cannot be set, writes are
+/// refused, and the shards it could name are under the same policies.
+#[tokio::test]
+#[ignore = "needs the Citus cluster of scripts/test's Citus stage"]
+async fn citus_a_restricted_role_on_a_worker_reads_and_writes_nothing() {
+    let c = coordinator("postgres").await;
+    let (a, b) = owners_on_both_workers(&c, "direct").await;
+    let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+    let emb = format!("[1{}]", ",0".repeat(dims as usize - 1));
+    insert_raw(&c, &a, "a secret of a", &["x"], &emb).await;
+    insert_raw(&c, &b, "a secret of b", &["x"], &emb).await;
+    for (host, port) in workers() {
+        let w = connect_node(&host, &port, "engram_app").await;
+        for t in ["memories", "scope_entries", "audit_log", "owner_locks", "tokens"] {
+            let r = w
+                .query_one(
+                    &format!("SELECT count(*) FROM engram.{t} WHERE owner IN ($1, $2)"),
+                    &[&a, &b],
+                )
+                .await;
+            match r {
+                Ok(row) => assert_eq!(row.get::<_, i64>(0), 0, "engram_app read {t} on worker {port}"),
+                Err(e) => assert_eq!(e.code().map(|s| s.code()), Some("42501"), "{t} on {port}: {e}"),
+            }
+        }
+        // The shards themselves (engram.memories_<shardid>) are as closed.
+        // (Citus hides shards from pg_class unless told otherwise.)
+        let admin = connect_node(&host, &port, "postgres").await;
+        admin
+            .batch_execute("SET citus.override_table_visibility = off")
+            .await
+            .unwrap();
+        let shards: Vec<String> = column(
+            &admin,
+            "SELECT c.oid::regclass::text FROM pg_class c
+             WHERE c.relnamespace = 'engram'::regnamespace AND c.relname ~ '^memories_[0-9]+$'",
+        )
+        .await;
+        assert!(!shards.is_empty(), "worker {port} holds shards of memories");
+        for s in &shards {
+            match w.query_one(&format!("SELECT count(*) FROM {s}"), &[]).await {
+                Ok(row) => assert_eq!(row.get::<_, i64>(0), 0, "engram_app read shard {s} on {port}"),
+                Err(e) => assert_eq!(e.code().map(|s| s.code()), Some("42501"), "{s} on {port}: {e}"),
+            }
+        }
+        let (code, msg) = sqlstate(w.batch_execute(&format!("SET engram.owner = '{a}'")).await);
+        assert_eq!(code, "42501", "{msg}");
+        let (code, msg) = sqlstate(
+            w.execute(
+                "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key) VALUES ($1, 'x', '\\x00', '\\x00')",
+                &[&a],
+            )
+            .await,
+        );
+        assert_eq!(code, "42501", "{msg}");
+        for s in &shards {
+            let (code, msg) = sqlstate(w.execute(&format!("DELETE FROM {s}"), &[]).await);
+            assert_eq!(code, "42501", "{s}: {msg}");
+        }
+    }
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM engram.memories WHERE owner IN ($1, $2)",
+            &[&a, &b],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 2);
+}
