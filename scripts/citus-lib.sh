@@ -65,7 +65,9 @@ citus_node_dir() { cluster_dir "$CITUS_NAME-$1"; }
 # directories), so no password travels between them.
 citus_node_start() {
   local node="$1" db="$2"
-  ENGRAM_PRELOAD="citus,pg_cron,engram" ENGRAM_EXTRA_CONF="citus.shard_count = 32
+  # citus.local_hostname: how a node reaches itself (its socket directory).
+  ENGRAM_PRELOAD="citus,pg_cron,engram" ENGRAM_EXTRA_CONF="citus.local_hostname = '$(citus_node_dir "$node")/run'
+citus.shard_count = 32
 max_prepared_transactions = 100
 wal_level = logical" \
     cluster_start "$CITUS_NAME-$node" "$(citus_node_port "$node")" "$db"
@@ -116,4 +118,30 @@ citus_stop_all() {
     [ -d "$d" ] && cluster_stop "$(basename "$d")"
   done
   return 0
+}
+
+# citus_template SHARDS: the database engram_template on every node with
+# engram distributed (SHARDS shards), closed to connections so that the
+# integration tests copy it on each node (CREATE DATABASE ... TEMPLATE),
+# as tests/src/lib.rs does in Citus mode.
+citus_template() {
+  local shards="$1" node
+  for node in coord "${CITUS_WORKERS[@]}"; do
+    citus_psql "$node" postgres -c "create database engram_template"
+    citus_psql "$node" engram_template -c "create extension citus"
+  done
+  citus_psql coord engram_template -c "select citus_set_coordinator_host('$(citus_node_dir coord)/run', $CITUS_PORT)" >/dev/null
+  for node in "${CITUS_WORKERS[@]}"; do
+    citus_psql coord engram_template -tAc "select citus_add_node('$(citus_node_dir "$node")/run', $(citus_node_port "$node"))" >/dev/null
+  done
+  citus_psql coord engram_template -c "create extension engram cascade" \
+    -tAc "select engram.distribute(shard_count => $shards)" >/dev/null
+  citus_login_role engram_template engram_app
+  citus_login_role engram_template engram_mcp
+  # Citus's maintenance daemon keeps a connection to every database with
+  # citus; a template must have none.
+  for node in coord "${CITUS_WORKERS[@]}"; do
+    citus_psql "$node" postgres -c "alter database engram_template with allow_connections false" \
+      -tAc "select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = 'engram_template'" >/dev/null
+  done
 }

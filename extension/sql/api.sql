@@ -409,11 +409,15 @@ CREATE TYPE engram.read_scope AS (
 -- differ between them. Values are always bound, never spliced in. An active
 -- memory past its expires_at is expired already, before engram.expire()
 -- marks it.
-CREATE FUNCTION engram._scope_filter() RETURNS text
+-- Two texts: an owner's scope names the owner by a plain equality (on Citus
+-- the statement then runs on that owner's shard alone), a scope of
+-- publications (space or group ghosts, no owner) reads every owner's.
+CREATE FUNCTION engram._scope_filter(p_owned boolean DEFAULT true) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
-    RETURN '
-        WHERE ($2::text IS NULL OR m.owner = $2)
+    RETURN CASE WHEN p_owned THEN '
+        WHERE m.owner = $2' ELSE '
+        WHERE $2::text IS NULL' END || '
           AND m.status = ANY ($3)
           AND (m.status <> ''active'' OR m.expires_at IS NULL OR m.expires_at > now() OR ''expired'' = ANY ($3))
           AND (CASE WHEN $4::text IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = $4 END)
@@ -424,8 +428,10 @@ BEGIN
           AND ($9::timestamptz IS NULL OR m.created_at >= $9)
           AND ($10::timestamptz IS NULL OR m.created_at < $10)
           AND ($13::smallint IS NULL OR m.access_level <= $13)
-          AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.space = $14))
-          AND ($15::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.group_id = $15))'::text;
+          AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                            WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = $14))
+          AND ($15::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                            WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = $15))'::text;
 END
 $fn$;
 
@@ -522,8 +528,49 @@ BEGIN
     SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11;
 END
 $body$$f$, engram._scope_filter());
+    -- The same walk over a scope of publications (no owner).
+    EXECUTE format($f$
+CREATE FUNCTION engram._hnsw_walk_shared(
+    vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
+    integer, integer, smallint, text, text)
+RETURNS TABLE (id uuid, distance float8)
+LANGUAGE plpgsql STABLE
+ROWS 30
+SET plan_cache_mode = force_generic_plan
+SET enable_sort = off
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET max_parallel_workers_per_gather = 0
+SET jit = off
+AS $body$
+BEGIN
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s AND m.embedding IS NOT NULL
+        ORDER BY m.embedding <=> $1 LIMIT $12)
+    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11;
+END
+$body$$f$, engram._scope_filter(false));
 END
 $gen$;
+
+-- The rows of memories p_ids (of owner p_owner; of any owner when NULL).
+-- Search and the conflict check join candidates to their rows through it,
+-- never a candidate function to the table: on Citus a statement joining
+-- engram.memories runs on the shard, and an owner named by a plain
+-- equality keeps it to the owner's one shard.
+CREATE FUNCTION engram._rows(p_owner text, p_ids uuid[]) RETURNS SETOF engram.memories
+LANGUAGE plpgsql STABLE ROWS 30 AS $fn$
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+        RETURN;
+    ELSIF p_owner IS NULL THEN
+        RETURN QUERY SELECT * FROM engram.memories m WHERE m.id = ANY (p_ids);
+    ELSE
+        RETURN QUERY SELECT * FROM engram.memories m WHERE m.owner = p_owner AND m.id = ANY (p_ids);
+    END IF;
+END
+$fn$;
 
 -- The p_n nearest memories to p_query (cosine distance) in scope s, in
 -- exact distance order. pgvector applies filters after the HNSW walk, so the
@@ -558,7 +605,7 @@ SET hnsw.iterative_scan = relaxed_order
 SET hnsw.ef_search = 40
 AS $fn$
 DECLARE
-    c_where CONSTANT text := engram._scope_filter() || ' AND m.embedding IS NOT NULL';
+    c_where CONSTANT text := engram._scope_filter(s.owner IS NOT NULL) || ' AND m.embedding IS NOT NULL';
     v_plan  json;
     v_rows  float8;
     v_total float8;
@@ -625,7 +672,10 @@ BEGIN
     IF v_rows IS NULL THEN
         -- EXPLAIN plans with the actual values, so the estimate sees the
         -- tags' and owner's frequencies from the column statistics.
+        -- (Every parameter appears in the text: Citus sends a shard's
+        -- EXPLAIN only the types of those that do.)
         EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
+                || ' AND $1 IS NOT NULL AND $11::integer IS NULL AND $12::integer IS NULL'
             INTO v_plan
             USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                   s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
@@ -653,6 +703,14 @@ BEGIN
     PERFORM set_config('hnsw.ef_search',
         least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
         true);
+    IF s.owner IS NULL THEN
+        RETURN QUERY
+            SELECT w.id, w.distance
+            FROM engram._hnsw_walk_shared(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
+                                          s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
+                                          v_fetch, s.max_level, s.space, s.group_id) w;
+        RETURN;
+    END IF;
     RETURN QUERY
         SELECT w.id, w.distance
         FROM engram._hnsw_walk(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
@@ -818,7 +876,7 @@ BEGIN
     RETURN QUERY EXECUTE
         'SELECT m.id, (ts_rank_cd(m.content_tsv, $1, 32) + CASE WHEN m.content_tsv @@ $12 THEN 1 ELSE 0 END)::real
          FROM engram.memories m'
-        || engram._scope_filter() || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
+        || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
               s.session_id, s.created_after, s.created_before, p_n, p_exact,
               s.max_level, s.space, s.group_id;
@@ -1007,10 +1065,13 @@ BEGIN
         FROM (
             SELECT m.id, m.content, (1 - k.distance)::real AS sim,
                    engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
-            FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
-                                 nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
-                             remember.embedding, 5) k
-            JOIN engram.memories m ON m.id = k.id
+            FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
+                  FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
+                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                                   remember.embedding, 5) n) near,
+                 unnest(near.ids, near.dists) AS k(id, distance),
+                 engram._rows(v_owner, near.ids) m
+            WHERE m.id = k.id
         ) c
         WHERE cardinality(c.reasons) > 0;
         IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
@@ -1184,8 +1245,8 @@ BEGIN
     IF coalesce(forget.hard, false) THEN
         -- Right to erasure: the row, its revisions (FK cascade) and its
         -- access stats go; the audit log never held its content.
-        DELETE FROM engram.memory_access a WHERE a.memory_id = r.id;
-        DELETE FROM engram.memories m WHERE m.id = r.id;
+        DELETE FROM engram.memory_access a WHERE a.owner = r.owner AND a.memory_id = r.id;
+        DELETE FROM engram.memories m WHERE m.owner = r.owner AND m.id = r.id;
         PERFORM engram._audit(v_owner, 'forget', r.id, jsonb_build_object('hard', true));
         RETURN true;
     END IF;
@@ -1426,9 +1487,16 @@ BEGIN
     IF pg_catalog.pg_is_in_recovery() THEN
         RETURN;
     END IF;
+    IF p_owner IS NULL THEN
+        RETURN QUERY
+        SELECT a.memory_id, a.access_count, a.last_accessed_at FROM engram.memory_access a
+        WHERE p_ids IS NULL OR a.memory_id = ANY (p_ids);
+        RETURN;
+    END IF;
+    -- An owner's by a plain equality: one shard on Citus.
     RETURN QUERY
     SELECT a.memory_id, a.access_count, a.last_accessed_at FROM engram.memory_access a
-    WHERE (p_owner IS NULL OR a.owner = p_owner) AND (p_ids IS NULL OR a.memory_id = ANY (p_ids));
+    WHERE a.owner = p_owner AND (p_ids IS NULL OR a.memory_id = ANY (p_ids));
 END
 $fn$;
 
@@ -1481,6 +1549,10 @@ DECLARE
     -- The query's exact tokens (codes, ids, numbers): a text match on one
     -- of them is a full vote in the fusion, a match on plain words a weak one.
     v_exact  tsquery;
+    v_vids   uuid[];
+    v_vdists float8[];
+    v_lids   uuid[];
+    v_lranks real[];
 BEGIN
     IF p_embedding IS NULL AND v_text IS NULL THEN
         RAISE EXCEPTION 'search needs query_embedding, query_text or both'
@@ -1506,6 +1578,12 @@ BEGIN
         WHERE numnode(q) > 0;
     END IF;
 
+    -- Each leg's candidates first, then their rows (engram._rows): a
+    -- statement never joins a candidate function to the table (Citus).
+    IF p_embedding IS NOT NULL THEN
+        SELECT array_agg(c.id), array_agg(c.distance) INTO v_vids, v_vdists
+        FROM engram._knn(s, p_embedding, v_pool) c;
+    END IF;
     IF v_text IS NULL THEN
         -- Vector only: the k nearest, ranked by composite score.
         SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
@@ -1515,17 +1593,18 @@ BEGIN
                          ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
                                                     m.staleness_score, v_weight) DESC, m.id)
         INTO v_hits
-        FROM engram._knn(s, p_embedding, v_pool) k
-        JOIN engram.memories m ON m.id = k.id
+        FROM unnest(v_vids, v_vdists) AS k(id, distance)
+        JOIN engram._rows(s.owner, v_vids) m ON m.id = k.id
         WHERE 1 - k.distance >= coalesce(p_min_similarity, 0);
     ELSE
+    SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
+    FROM engram._lexical(s, v_text, v_pool, v_exact) l;
     WITH vec AS (
         SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
-        FROM engram._knn(s, p_embedding, v_pool) c
-        WHERE p_embedding IS NOT NULL
+        FROM unnest(v_vids, v_vdists) AS c(id, distance)
     ), lex AS (
         SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
-        FROM engram._lexical(s, v_text, v_pool, v_exact) l
+        FROM unnest(v_lids, v_lranks) AS l(id, rank)
     ), fused AS (
         SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
         FROM vec FULL JOIN lex ON lex.id = vec.id
@@ -1537,7 +1616,7 @@ BEGIN
                     -- the text leg ranks exact-token matches at 1 and above
                     ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
                m.trust_score, m.staleness_score, m.created_at
-        FROM fused f JOIN engram.memories m ON m.id = f.id
+        FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
     )
     SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim,
                          engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight),
@@ -1612,7 +1691,7 @@ LANGUAGE sql STABLE AS $fn$
            r.archive_reason, r.merged_into,
            r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
            r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
-           (SELECT count(*) FROM engram.revisions v WHERE v.memory_id = r.id),
+           (SELECT count(*) FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id),
            coalesce(a.access_count, 0), a.last_accessed_at
     FROM (SELECT 1) one
     LEFT JOIN engram._accesses(r.owner, ARRAY[r.id]) a ON a.memory_id = r.id
@@ -1706,9 +1785,9 @@ BEGIN
           AND (s.created_before IS NULL OR m.created_at < s.created_before)
           AND (s.max_level IS NULL OR m.access_level <= s.max_level)
           AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
-                                          WHERE p.memory_id = m.id AND p.space = s.space))
+                                          WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = s.space))
           AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
-                                             WHERE p.memory_id = m.id AND p.group_id = s.group_id))
+                                             WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = s.group_id))
     ), page AS (
         SELECT r.*, row_number() OVER (
                    ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
@@ -1773,7 +1852,7 @@ BEGIN
     RETURN QUERY
     SELECT v.revision, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
            v.is_correction, v.changed_by, false
-    FROM engram.revisions v WHERE v.memory_id = r.id
+    FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id
     UNION ALL
     SELECT r.revision, r.content, r.tags, r.metadata, r.updated_at, NULL, NULL, NULL, NULL, true
     ORDER BY 1;
@@ -2056,7 +2135,7 @@ BEGIN
                engram._staleness_of(greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
                                     m.correction_count, m.flag_count) AS stale
         FROM engram.memories m
-        LEFT JOIN engram.memory_access a ON a.memory_id = m.id
+        LEFT JOIN engram.memory_access a ON a.owner = m.owner AND a.memory_id = m.id
         WHERE m.status = 'active' AND (v_job IS NULL OR m.owner = v_job)
     )
     UPDATE engram.memories AS m SET trust_score = s.trust, staleness_score = s.stale
@@ -2082,9 +2161,9 @@ BEGIN
     WITH gone AS (
         DELETE FROM engram.memories m
         WHERE m.status <> 'active' AND coalesce(m.archived_at, m.updated_at) < now() - purge.older_than
-        RETURNING m.id
+        RETURNING m.owner, m.id
     ), stats AS (
-        DELETE FROM engram.memory_access a USING gone WHERE a.memory_id = gone.id
+        DELETE FROM engram.memory_access a USING gone WHERE a.owner = gone.owner AND a.memory_id = gone.id
     )
     SELECT count(*) INTO v_count FROM gone;
     -- Search misses are kept as long as retired memories.
@@ -2110,9 +2189,10 @@ $fn$;
 CREATE FUNCTION engram.erase_owner(owner text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_owner  text := nullif(btrim(erase_owner.owner), '');
-    v_counts jsonb := '{}';
-    n        bigint;
+    v_owner     text := nullif(btrim(erase_owner.owner), '');
+    v_counts    jsonb := '{}';
+    n           bigint;
+    v_erased_at timestamptz;
 BEGIN
     PERFORM engram._require_privileged('erase_owner');
     IF v_owner IS NULL THEN
@@ -2165,7 +2245,8 @@ BEGIN
     v_counts := v_counts || jsonb_build_object('audit_rows', n);
     -- The lock row stays as a tombstone: the owner's name, when it was
     -- erased, and zero usage (like the audit row of the erasure).
-    UPDATE engram.owner_locks AS l SET erased_at = clock_timestamp(), memories = 0, events = 0, image_bytes = 0,
+    v_erased_at := clock_timestamp();  -- (a variable: Citus refuses volatile functions in UPDATE)
+    UPDATE engram.owner_locks AS l SET erased_at = v_erased_at, memories = 0, events = 0, image_bytes = 0,
                                        slots = 0, workspaces = 0, states = 0
     WHERE l.owner = v_owner;
     PERFORM engram._audit(v_owner, 'erase_owner', NULL, v_counts);
@@ -2193,7 +2274,7 @@ BEGIN
            to_jsonb(m) - 'content_tsv' - 'content_sha256' - 'dedup_key'
            || jsonb_build_object('revisions', coalesce(
                   (SELECT jsonb_agg(to_jsonb(r) - 'owner' - 'memory_id' ORDER BY r.revision)
-                   FROM engram.revisions r WHERE r.memory_id = m.id), '[]'::jsonb))
+                   FROM engram.revisions r WHERE r.owner = m.owner AND r.memory_id = m.id), '[]'::jsonb))
     FROM engram.memories m
     WHERE m.owner = export_memories.owner AND (export_memories.after IS NULL OR m.id > export_memories.after)
     ORDER BY m.id
@@ -2424,8 +2505,8 @@ BEGIN
     v_owner := engram._caller(resource_delete.owner, NULL, NULL, true);
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate_resource(v_owner, resource_delete.id, true);
-    DELETE FROM engram.memory_access a WHERE a.memory_id = r.id;
-    DELETE FROM engram.memories m WHERE m.id = r.id;
+    DELETE FROM engram.memory_access a WHERE a.owner = r.owner AND a.memory_id = r.id;
+    DELETE FROM engram.memories m WHERE m.owner = r.owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'resource_delete', r.id, jsonb_build_object('name', r.metadata ->> 'name'));
     RETURN true;
 END
@@ -2628,12 +2709,22 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('engram.owner', v_owner, true);
+    -- On Citus, the workers' row-level security learns the binding from a
+    -- signed proof (docs/SCALING.md, "Bindings across nodes").
+    IF r.id IS NOT NULL AND engram._is_distributed() THEN
+        PERFORM engram._propagate_binding(engram._sign_binding(r.id::text, v_owner, v_internal IS NOT NULL,
+            extract(epoch FROM clock_timestamp() + interval '10 minutes')::bigint, r.token_sha256));
+    END IF;
     PERFORM set_config('engram.binding', jsonb_build_object(
         'token_id', r.id, 'token_label', r.label, 'platform', v_platform,
         'act_as', CASE WHEN v_owner IS DISTINCT FROM r.owner AND r.id IS NOT NULL THEN v_owner END,
         'internal', v_internal)::text, true);
+    -- (Not on Citus: tokens are a reference table there, and a write to it
+    -- needs every node up, which would tie every owner's calls to the
+    -- health of every worker.)
     IF NOT current_setting('transaction_read_only')::boolean
-       AND r.id IS NOT NULL AND (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute') THEN
+       AND r.id IS NOT NULL AND (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute')
+       AND NOT engram._is_distributed() THEN
         UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
     END IF;
     -- A platform token acting for another owner leaves a trace in that
@@ -2661,7 +2752,7 @@ BEGIN
         RETURN;
     END IF;
     IF (r.last_used_at IS NULL OR r.last_used_at < now() - interval '1 minute')
-       AND NOT current_setting('transaction_read_only')::boolean THEN
+       AND NOT current_setting('transaction_read_only')::boolean AND NOT engram._is_distributed() THEN
         UPDATE engram.tokens AS t SET last_used_at = now() WHERE t.id = r.id;
     END IF;
     RETURN QUERY SELECT r.owner, r.platform;
@@ -2739,10 +2830,12 @@ BEGIN
         RAISE EXCEPTION 'default_trust % is out of range; pass 0 (talk to nobody without a grant) to 5', coalesce(ghost_settings.default_trust::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO engram.ghost_settings AS g (owner, enabled, default_trust)
-    VALUES (v_owner, coalesce(ghost_settings.enabled, true), ghost_settings.default_trust)
+    -- (now() in VALUES, not in DO UPDATE: Citus takes only immutable
+    -- expressions there; the same in the upserts below.)
+    INSERT INTO engram.ghost_settings AS g (owner, enabled, default_trust, updated_at)
+    VALUES (v_owner, coalesce(ghost_settings.enabled, true), ghost_settings.default_trust, now())
     ON CONFLICT ON CONSTRAINT ghost_settings_pkey DO UPDATE SET enabled = excluded.enabled, default_trust = excluded.default_trust,
-                                      updated_at = now();
+                                      updated_at = excluded.updated_at;
     PERFORM engram._audit(v_owner, 'ghost_settings', NULL,
         jsonb_build_object('enabled', coalesce(ghost_settings.enabled, true), 'default_trust', ghost_settings.default_trust));
     RETURN jsonb_build_object('owner', v_owner, 'enabled', coalesce(ghost_settings.enabled, true),
@@ -2774,9 +2867,9 @@ BEGIN
         RAISE EXCEPTION 'trust % is out of range; pass 0 (blocked) to 5 (sees every access level)', coalesce("grant".trust::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO engram.grants AS g (owner, accessor, trust)
-    VALUES (v_owner, "grant".accessor, "grant".trust)
-    ON CONFLICT ON CONSTRAINT grants_pkey DO UPDATE SET trust = excluded.trust, granted_at = now();
+    INSERT INTO engram.grants AS g (owner, accessor, trust, granted_at)
+    VALUES (v_owner, "grant".accessor, "grant".trust, now())
+    ON CONFLICT ON CONSTRAINT grants_pkey DO UPDATE SET trust = excluded.trust, granted_at = excluded.granted_at;
     PERFORM engram._audit(v_owner, 'grant', NULL, jsonb_build_object('accessor', "grant".accessor, 'trust', "grant".trust));
     RETURN "grant".trust;
 END
@@ -2934,8 +3027,8 @@ BEGIN
       AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now())
       AND m.internal_type IS NULL
       AND (s.max_level IS NULL OR m.access_level <= s.max_level)
-      AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.space = s.space))
-      AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.memory_id = m.id AND p.group_id = s.group_id));
+      AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = s.space))
+      AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = s.group_id));
     IF r.id IS NULL THEN
         -- Audited whether or not the id exists: the write (and the audit
         -- sequence it advances) must not tell the accessor which it was.
@@ -3012,7 +3105,7 @@ BEGIN
     RETURNING p.id INTO v_pub;
     IF v_pub IS NULL THEN
         SELECT p.id INTO v_pub FROM engram.publications p
-        WHERE p.memory_id = r.id AND p.space IS NOT DISTINCT FROM publish.space
+        WHERE p.owner = r.owner AND p.memory_id = r.id AND p.space IS NOT DISTINCT FROM publish.space
           AND p.group_id IS NOT DISTINCT FROM publish.group_id;
         RETURN v_pub;
     END IF;
@@ -3034,7 +3127,7 @@ BEGIN
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, unpublish.id, NULL, NULL, true);
     DELETE FROM engram.publications p
-    WHERE p.memory_id = r.id
+    WHERE p.owner = r.owner AND p.memory_id = r.id
       AND (unpublish.space IS NULL OR p.space = unpublish.space)
       AND (unpublish.group_id IS NULL OR p.group_id = unpublish.group_id);
     GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -3252,11 +3345,12 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM engram._check_slot_size(slot_set.label, coalesce(slot_set.content, ''), slot_set.size_limit);
-    INSERT INTO engram.slots AS s (owner, workspace, label, content, size_limit, pinned)
+    INSERT INTO engram.slots AS s (owner, workspace, label, content, size_limit, pinned, updated_at)
     VALUES (v_owner, coalesce(slot_set.workspace, ''), slot_set.label, coalesce(slot_set.content, ''),
-            slot_set.size_limit, coalesce(slot_set.pinned, false))
+            slot_set.size_limit, coalesce(slot_set.pinned, false), now())
     ON CONFLICT ON CONSTRAINT slots_pkey DO UPDATE
-        SET content = excluded.content, size_limit = excluded.size_limit, pinned = excluded.pinned, updated_at = now()
+        SET content = excluded.content, size_limit = excluded.size_limit, pinned = excluded.pinned,
+            updated_at = excluded.updated_at
     RETURNING s.* INTO r;
     PERFORM engram._audit(v_owner, 'slot_set', NULL, jsonb_build_object('label', r.label, 'workspace', nullif(r.workspace, '')));
     RETURN ROW(r.label, nullif(r.workspace, ''), r.content, char_length(r.content), r.size_limit, r.pinned, r.updated_at);
@@ -3475,8 +3569,8 @@ DECLARE
 BEGIN
     RETURN QUERY
     SELECT w.name, left(split_part(w.description, E'\n', 1), 120), w.status,
-           (SELECT count(*) FROM engram.states s WHERE s.workspace_id = w.id AND s.archived_at IS NULL),
-           (SELECT max(s.created_at) FROM engram.states s WHERE s.workspace_id = w.id),
+           (SELECT count(*) FROM engram.states s WHERE s.owner = w.owner AND s.workspace_id = w.id AND s.archived_at IS NULL),
+           (SELECT max(s.created_at) FROM engram.states s WHERE s.owner = w.owner AND s.workspace_id = w.id),
            w.updated_at
     FROM engram.workspaces w
     WHERE w.owner = v_owner AND (w.status = 'active' OR coalesce(workspace_list.include_archived, false))
@@ -3534,7 +3628,7 @@ BEGIN
         'states', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.name, 'description', s.description,
                        'active_task', s.active_task, 'next_steps', to_jsonb(s.next_steps), 'created_at', s.created_at)
                        ORDER BY s.created_at DESC), '[]')
-                   FROM (SELECT * FROM engram.states x WHERE x.workspace_id = w.id AND x.archived_at IS NULL
+                   FROM (SELECT * FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.archived_at IS NULL
                          ORDER BY x.created_at DESC LIMIT 5) s),
         'sessions', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.last_event_at DESC), '[]')
                      FROM engram._sessions(v_owner, w.id, 5) x),
@@ -3580,7 +3674,7 @@ BEGIN
         key_files = coalesce(workspace_update.key_files, x.key_files),
         preferences = coalesce(workspace_update.preferences, x.preferences),
         updated_at = now()
-    WHERE x.id = w.id
+    WHERE x.owner = w.owner AND x.id = w.id
     RETURNING x.* INTO w;
     -- Slots name their workspace: a rename takes them along.
     IF workspace_update.new_name IS NOT NULL AND workspace_update.new_name <> workspace_update.name THEN
@@ -3606,7 +3700,7 @@ BEGIN
     IF w.status <> v_to THEN
         UPDATE engram.workspaces AS x
         SET status = v_to, archived_at = CASE WHEN v_to = 'archived' THEN now() END, updated_at = now()
-        WHERE x.id = w.id
+        WHERE x.owner = w.owner AND x.id = w.id
         RETURNING x.* INTO w;
         PERFORM engram._audit(v_owner, CASE WHEN v_to = 'archived' THEN 'workspace_archive' ELSE 'workspace_restore' END,
             NULL, jsonb_build_object('workspace', w.name));
@@ -3686,7 +3780,7 @@ BEGIN
     SELECT s.name, left(split_part(s.description, E'\n', 1), 120), left(s.active_task, 120),
            cardinality(s.next_steps), s.tags, s.created_at, s.archived_at IS NOT NULL
     FROM engram.states s
-    WHERE s.workspace_id = w.id AND (s.archived_at IS NULL OR coalesce(state_list.include_archived, false))
+    WHERE s.owner = w.owner AND s.workspace_id = w.id AND (s.archived_at IS NULL OR coalesce(state_list.include_archived, false))
     ORDER BY s.created_at DESC;
 END
 $fn$;
@@ -3701,11 +3795,11 @@ DECLARE
     s       engram.states;
 BEGIN
     IF state_load.name IS NULL THEN
-        SELECT * INTO s FROM engram.states x WHERE x.workspace_id = w.id AND x.archived_at IS NULL
+        SELECT * INTO s FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.archived_at IS NULL
         ORDER BY x.created_at DESC LIMIT 1;
     ELSE
         PERFORM engram._check_name('name', state_load.name);
-        SELECT * INTO s FROM engram.states x WHERE x.workspace_id = w.id AND x.name = state_load.name;
+        SELECT * INTO s FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.name = state_load.name;
     END IF;
     IF s.id IS NULL THEN
         RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) to see its states', engram._echo(coalesce(state_load.name, '(latest)')), w.name
@@ -3728,7 +3822,7 @@ BEGIN
     PERFORM engram._check_name('name', state_archive.name);
     UPDATE engram.states AS x
     SET archived_at = CASE WHEN coalesce(state_archive.restore, false) THEN NULL ELSE coalesce(x.archived_at, now()) END
-    WHERE x.workspace_id = w.id AND x.name = state_archive.name
+    WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.name = state_archive.name
     RETURNING x.* INTO s;
     IF s.id IS NULL THEN
         RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) with include_archived => true to see its states', engram._echo(state_archive.name), w.name
@@ -3969,7 +4063,7 @@ BEGIN
     RETURN QUERY
     SELECT x.* FROM (
         SELECT e.memory_id, e.event_type, m.content, e.tool_name, e.success, e.created_at
-        FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+        FROM engram.events e JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id
         WHERE e.owner = v_owner AND e.session_id = session_events.session_id AND e.created_at > v_since
           AND m.status = 'active'
         ORDER BY e.created_at DESC, e.memory_id DESC
@@ -4061,16 +4155,16 @@ BEGIN
 
     IF w.id IS NOT NULL THEN
         SELECT engram._state_json(s, w.name) INTO v_state FROM engram.states s
-        WHERE s.workspace_id = w.id AND s.archived_at IS NULL
+        WHERE s.owner = w.owner AND s.workspace_id = w.id AND s.archived_at IS NULL
         ORDER BY s.created_at DESC LIMIT 1;
     END IF;
 
     SELECT jsonb_build_object('id', m.id, 'session_id', e.session_id, 'content', m.content,
                               'age_s', round(extract(epoch FROM now() - e.created_at)))
     INTO v_summary
-    FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+    FROM engram.events e JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id
     WHERE e.owner = v_owner AND e.event_type = 'summary' AND m.status = 'active'
-      AND CASE WHEN w.id IS NOT NULL THEN e.workspace_id = w.id
+      AND CASE WHEN w.id IS NOT NULL THEN e.owner = w.owner AND e.workspace_id = w.id
                WHEN context.session_id IS NOT NULL THEN e.session_id = context.session_id
                ELSE true END
     ORDER BY e.created_at DESC LIMIT 1;
@@ -4082,9 +4176,9 @@ BEGIN
                    'output_summary', left(CASE jsonb_typeof(e.tool_output) WHEN 'string' THEN e.tool_output #>> '{}'
                                                ELSE e.tool_output::text END, 200),
                    'content', m.content, 'age_s', round(extract(epoch FROM now() - e.created_at))) AS j
-        FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id
+        FROM engram.events e JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id
         WHERE e.owner = v_owner AND e.event_type = 'tool_invocation' AND m.status = 'active'
-          AND CASE WHEN w.id IS NOT NULL THEN e.workspace_id = w.id
+          AND CASE WHEN w.id IS NOT NULL THEN e.owner = w.owner AND e.workspace_id = w.id
                    WHEN context.session_id IS NOT NULL THEN e.session_id = context.session_id
                    ELSE true END
         ORDER BY e.created_at DESC LIMIT 5
@@ -4376,9 +4470,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM engram._lock_owner(v_owner);
-    INSERT INTO engram.images AS i (owner, sha256, mime, bytes, refs, session_id)
-    VALUES (v_owner, v_sha, v_mime, v_bytes, 1, image_put.session_id)
-    ON CONFLICT ON CONSTRAINT images_pkey DO UPDATE SET refs = i.refs + 1, updated_at = now()
+    INSERT INTO engram.images AS i (owner, sha256, mime, bytes, refs, session_id, updated_at)
+    VALUES (v_owner, v_sha, v_mime, v_bytes, 1, image_put.session_id, now())
+    ON CONFLICT ON CONSTRAINT images_pkey DO UPDATE SET refs = i.refs + 1, updated_at = excluded.updated_at
     RETURNING i.refs, (i.xmax = 0) INTO v_refs, v_inserted;
     IF v_inserted THEN
         INSERT INTO engram.image_data (owner, sha256, data) VALUES (v_owner, v_sha, image_put.data);
@@ -4540,12 +4634,55 @@ BEGIN
 END
 $fn$;
 
+-- Sends a binding's proof to the workers of this transaction: a SET LOCAL
+-- that Citus propagates (to the connections open now, and at the start of
+-- every later one) while citus.propagate_set_commands is 'local'.
+CREATE FUNCTION engram._propagate_binding(p_proof text) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_prev text := current_setting('citus.propagate_set_commands', true);
+BEGIN
+    PERFORM pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
+    EXECUTE format('SET LOCAL engram.remote_binding = %L', p_proof);
+    PERFORM pg_catalog.set_config('citus.propagate_set_commands', coalesce(nullif(v_prev, ''), 'none'), true);
+END
+$fn$;
+
+-- The owner a binding's proof (engram.remote_binding) proves, for
+-- row-level security on a node where engram.bind did not run (a Citus
+-- worker): NULL unless the claimed token is usable, the MAC is its hash's,
+-- the proof has not expired, and a user token claims its own owner. NULL
+-- too for an internal context. Runs as the extension's owner (it reads
+-- tokens) and never returns a token's hash.
+CREATE FUNCTION engram._remote_owner(p_proof text) RETURNS text
+LANGUAGE plpgsql STABLE
+-- It runs inside the shard queries whose rows it filters, and reads the
+-- tokens (a reference table, on this node): Citus would refuse that nested
+-- read otherwise.
+SET citus.allow_nested_distributed_execution = on
+AS $fn$
+DECLARE
+    v_claim jsonb := engram._binding_claim(p_proof);
+    r       engram.tokens;
+BEGIN
+    IF v_claim IS NULL OR (v_claim ->> 'x')::bigint < extract(epoch FROM clock_timestamp()) THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO r FROM engram.tokens t
+    WHERE t.id = (v_claim ->> 't')::uuid AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+    IF r.id IS NULL OR NOT engram._binding_proof_valid(p_proof, r.token_sha256)
+       OR (v_claim ->> 'o' <> r.owner AND NOT r.platform) THEN
+        RETURN NULL;
+    END IF;
+    RETURN CASE WHEN (v_claim ->> 'i')::boolean THEN NULL ELSE v_claim ->> 'o' END;
+END
+$fn$;
+
 -- Distributes engram on a Citus coordinator (SPEC 12): every owner-scoped
 -- table by owner, all co-located, so that one owner's rows live on one
 -- worker; tokens and group members as reference tables (read on every
--- call, on every node); and every function whose first argument is the
--- owner delegated to the worker that holds that owner (Citus does so when
--- a call names the owner and runs outside a transaction block). Run once by
+-- call, on every node). engram's functions stay on the coordinator (see
+-- docs/SCALING.md, "What is not delegated yet"). Run once by
 -- a superuser after CREATE EXTENSION citus, adding the workers, and CREATE
 -- EXTENSION engram; a second run does only what is missing. Returns what
 -- it did.
@@ -4553,11 +4690,10 @@ CREATE FUNCTION engram.distribute(shard_count integer DEFAULT 32) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
     t        text;
-    f        regprocedure;
     v_tables integer := 0;
     v_refs   integer := 0;
-    v_funcs  integer := 0;
     v_known  boolean;
+    v_failed bigint;
 BEGIN
     PERFORM engram._require_privileged('distribute');
     IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = engram._caller_role()) THEN
@@ -4596,26 +4732,24 @@ BEGIN
         EXECUTE format('SELECT pg_catalog.create_reference_table(%L)', format('engram.%I', t));
         v_refs := v_refs + 1;
     END LOOP;
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-        WHERE p.pronamespace = 'engram'::regnamespace AND p.proname NOT LIKE '\_%'
-          AND p.proargnames[1] = 'owner' AND p.proargtypes[0] = 'text'::regtype
-        ORDER BY 1
-    LOOP
-        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object o WHERE o.classid = ''pg_proc''::regclass AND o.objid = $1 AND o.distribution_argument_index IS NOT NULL)'
-            INTO v_known USING f::oid;
-        CONTINUE WHEN v_known;
-        EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''$1'', colocate_with => ''engram.memories'')'
-            USING f;
-        v_funcs := v_funcs + 1;
-    END LOOP;
+    -- The statements Citus sends the workers carry bindings' proofs
+    -- (engram._propagate_binding): no session there shows another's query
+    -- text (pg_stat_activity), whatever role it shares. Every run applies it
+    -- to every worker, so run distribute() again after adding one.
+    EXECUTE format('SELECT count(*) FROM pg_catalog.run_command_on_workers(%L) WHERE NOT success',
+                   format('SET citus.enable_ddl_propagation TO off; ALTER DATABASE %I SET track_activities = off',
+                          current_database()))
+        INTO v_failed;
+    IF v_failed > 0 THEN
+        RAISE EXCEPTION 'could not turn track_activities off on % worker(s); check that every worker is up, then run engram.distribute() again', v_failed
+            USING ERRCODE = '08006';
+    END IF;
     PERFORM engram._audit(NULL, 'distribute', NULL,
-        jsonb_build_object('tables', v_tables, 'reference_tables', v_refs, 'functions', v_funcs,
-                           'shard_count', distribute.shard_count));
-    RETURN CASE WHEN v_tables + v_refs + v_funcs = 0
+        jsonb_build_object('tables', v_tables, 'reference_tables', v_refs, 'shard_count', distribute.shard_count));
+    RETURN CASE WHEN v_tables + v_refs = 0
                 THEN 'engram is already distributed; nothing to do'
-                ELSE format('distributed %s tables by owner (co-located with engram.memories, %s shards), made %s reference tables, delegated %s functions by their owner argument',
-                            v_tables, distribute.shard_count, v_refs, v_funcs) END;
+                ELSE format('distributed %s tables by owner (co-located with engram.memories, %s shards) and made %s reference tables; engram''s functions run on the coordinator and each of their statements on the shard of the owner it names',
+                            v_tables, distribute.shard_count, v_refs) END;
 END
 $fn$;
 
@@ -4695,4 +4829,7 @@ END
 $$;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
+-- Row-level security on a Citus worker checks a binding's proof.
+ALTER FUNCTION engram._remote_owner(text) SECURITY DEFINER;
+GRANT EXECUTE ON FUNCTION engram._remote_owner(text) TO engram_agent;
 GRANT EXECUTE ON FUNCTION engram._image_dims() TO engram_agent;

@@ -30,7 +30,11 @@ fn _bound_owner() -> Option<String> {
 /// context), which reads only through engram's functions and their checks.
 #[pg_extern(stable, parallel_safe)]
 fn _rls_owner() -> Option<String> {
-    let owner = gucs::owner()?;
+    let Some(owner) = gucs::owner() else {
+        // No binding made here: on a Citus worker, the proof of the one the
+        // coordinator made (remote.rs); elsewhere nothing.
+        return crate::remote::owner();
+    };
     let Some(binding) = gucs::binding() else {
         // engram.owner without engram.bind: a DBA's own setting (a non-
         // superuser DBA reads under RLS), never a restricted role's, even

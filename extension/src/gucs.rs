@@ -49,6 +49,9 @@ static OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(N
 /// Who bound the transaction (token id and label, act_as, internal context),
 /// as JSON written by engram.bind; read into every audit row.
 static BINDING: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// A binding's proof sent by the coordinator to the other nodes of a Citus
+/// cluster (remote.rs). USERSET: it proves itself, whoever sets it.
+static REMOTE_BINDING: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 /// The owner engram.bind(NULL) binds while no token exists at all.
 static ANONYMOUS_OWNER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"local"));
 
@@ -206,6 +209,14 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_string_guc(
+        c"engram.remote_binding",
+        c"The proof of a binding made on the Citus coordinator (set by engram.bind, sent by Citus).",
+        c"Row-level security on a worker shows the proven owner's rows; see docs/SCALING.md.",
+        &REMOTE_BINDING,
+        GucContext::Userset,
+        GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_string_guc(
         c"engram.anonymous_owner",
         c"The owner that engram.bind(token => NULL) binds while no token exists.",
         c"Only used before the first engram.create_token; default 'local'.",
@@ -306,6 +317,11 @@ pub fn owner() -> Option<String> {
 /// engram.binding, NULL when unset or empty.
 pub fn binding() -> Option<String> {
     text(&BINDING)
+}
+
+/// engram.remote_binding, NULL when unset or empty.
+pub fn remote_binding() -> Option<String> {
+    text(&REMOTE_BINDING)
 }
 
 #[pg_extern(stable, parallel_safe)]

@@ -19,6 +19,7 @@ mod lists;
 mod path_guard;
 mod policy;
 mod privilege;
+mod remote;
 mod scope;
 mod scoring;
 mod upgrade;

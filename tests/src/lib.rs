@@ -22,21 +22,13 @@ async fn connect(db: &str, user: &str) -> Client {
 /// A connection to the cluster whose socket directory and port are in
 /// `{prefix}_HOST` and `{prefix}_PORT`.
 async fn connect_at(prefix: &str, db: &str, user: &str) -> Client {
-    let mut config = tokio_postgres::Config::new();
-    let port = format!("{prefix}_PORT");
-    config
-        .host_path(env(&format!("{prefix}_HOST")))
-        .port(env(&port).parse().expect("a port number"))
-        .user(user)
-        .dbname(db);
-    let (client, conn) = config
-        .connect(NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {db} as {user}: {e}"));
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    connect_path(
+        &env(&format!("{prefix}_HOST")),
+        &env(&format!("{prefix}_PORT")),
+        db,
+        user,
+    )
+    .await
 }
 
 /// A fresh database with the engram extension.
@@ -52,24 +44,16 @@ impl TestDb {
     /// A new database cloned from the template, with `dims`-dimension embeddings.
     pub async fn new(dims: i32) -> TestDb {
         let name = format!("t_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
-        let root = connect("postgres", "postgres").await;
-        // CREATE DATABASE ... TEMPLATE fails while anyone else is copying the
-        // same template; retry briefly instead of serialising all tests.
-        let mut tries = 0;
-        loop {
-            match root
-                .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE engram_template"))
-                .await
-            {
-                Ok(()) => break,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    let _ = e;
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("create database {name}: {e}"),
-            }
+        // Citus mode (the Citus stage of scripts/test): the template exists
+        // on every node, distributed, and each node copies its own part of
+        // it under the same name, so that the copy is a distributed database
+        // whose coordinator reaches the workers' copies.
+        for (host, port) in citus_workers() {
+            let worker = connect_path(&host, &port, "postgres", "postgres").await;
+            create_from_template(&worker, &name).await;
         }
+        let root = connect("postgres", "postgres").await;
+        create_from_template(&root, &name).await;
         let admin = connect(&name, "postgres").await;
         admin
             .execute("SELECT engram.configure(embedding_dims => $1)", &[&dims])
@@ -125,6 +109,65 @@ impl TestDb {
     pub async fn admin_connection(&self) -> Client {
         connect(&self.name, "postgres").await
     }
+}
+
+/// CREATE DATABASE `name` TEMPLATE engram_template. It fails while anyone
+/// else is copying the same template; retry briefly instead of serialising
+/// all tests.
+async fn create_from_template(root: &Client, name: &str) {
+    let mut tries = 0;
+    loop {
+        match root
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE engram_template"))
+            .await
+        {
+            Ok(()) => return,
+            Err(_) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("create database {name}: {e}"),
+        }
+    }
+}
+
+/// The workers of the Citus cluster the tests run against
+/// (ENGRAM_TEST_CITUS_WORKERS, `dir:port,dir:port`), none on one node.
+pub fn citus_workers() -> Vec<(String, String)> {
+    std::env::var("ENGRAM_TEST_CITUS_WORKERS")
+        .map(|w| {
+            w.split(',')
+                .filter(|x| !x.is_empty())
+                .map(|x| {
+                    let (host, port) = x.rsplit_once(':').expect("dir:port");
+                    (host.to_string(), port.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the tests run against a Citus coordinator.
+pub fn on_citus() -> bool {
+    !citus_workers().is_empty()
+}
+
+/// A connection to `db` as `user` on the cluster at socket directory `host`.
+pub async fn connect_path(host: &str, port: &str, db: &str, user: &str) -> Client {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(host)
+        .port(port.parse().expect("a port number"))
+        .user(user)
+        .dbname(db);
+    let (client, conn) = config
+        .connect(NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {db} as {user} at {host}:{port}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
 }
 
 /// A database without engram, for installing a chosen version.

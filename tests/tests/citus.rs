@@ -10,27 +10,14 @@
 //! (`dir:port,dir:port`), ENGRAM_CITUS_DB.
 
 use engram_tests::*;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: the Citus stage of scripts/test sets it"))
 }
 
 async fn connect_node(host: &str, port: &str, user: &str) -> Client {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host_path(host)
-        .port(port.parse().expect("a port"))
-        .user(user)
-        .dbname(&env("ENGRAM_CITUS_DB"));
-    let (client, conn) = config
-        .connect(NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {host}:{port} as {user}: {e}"));
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    connect_path(host, port, &env("ENGRAM_CITUS_DB"), user).await
 }
 
 async fn coordinator(user: &str) -> Client {

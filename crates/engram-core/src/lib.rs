@@ -7,6 +7,7 @@
 //! uses the same code to validate arguments before a round trip. Everything
 //! here is deterministic and unit-tested with plain `cargo test`.
 
+pub mod binding_proof;
 pub mod conflict;
 pub mod context;
 pub mod cursor;
