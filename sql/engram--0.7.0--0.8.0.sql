@@ -119,7 +119,30 @@ ALTER TABLE engram.events ADD CONSTRAINT events_memory_id_fkey FOREIGN KEY (owne
 ALTER TABLE engram.states ADD CONSTRAINT states_workspace_id_fkey FOREIGN KEY (owner, workspace_id)
     REFERENCES engram.workspaces (owner, id) ON DELETE CASCADE;
 
--- 3. Rust functions new in 0.8.0: none.
+-- 3. Rust functions new in 0.8.0: a binding's proof for Citus workers.
+CREATE FUNCTION engram."_sign_binding"(
+	"token_id" TEXT, /* & str */
+	"owner" TEXT, /* & str */
+	"internal" bool, /* bool */
+	"expires" bigint, /* i64 */
+	"key" bytea /* & [u8] */
+) RETURNS TEXT /* String */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_sign_binding_wrapper';
+CREATE FUNCTION engram."_binding_claim"(
+	"text" TEXT /* & str */
+) RETURNS jsonb /* Option < pgrx :: JsonB > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_binding_claim_wrapper';
+CREATE FUNCTION engram."_binding_proof_valid"(
+	"text" TEXT, /* & str */
+	"key" bytea /* & [u8] */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_binding_proof_valid_wrapper';
 
 -- 4. The 0.8.0 API, from the library (engram._install_api loads it only when
 -- the library is 0.8.0; a later hop loads a later API).

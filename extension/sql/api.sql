@@ -153,18 +153,23 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION engram._trust_of(p_author text, p_created timestamptz, p_corrections integer, p_flags integer)
-RETURNS real LANGUAGE plpgsql STABLE AS $fn$
+-- Immutable, with the time and the setting as arguments (callers pass
+-- now() and engram._setting_*()): Citus runs an UPDATE's functions of its
+-- columns on the shards, and takes only immutable ones there.
+CREATE FUNCTION engram._trust_at(p_now timestamptz, p_half_life float8, p_author text, p_created timestamptz,
+                                 p_corrections integer, p_flags integer)
+RETURNS real LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
-    RETURN engram.trust_score(p_author, extract(epoch FROM now() - p_created)::float8 / 86400,
-                              p_corrections, p_flags > 0, engram._setting_trust_half_life_days());
+    RETURN engram.trust_score(p_author, extract(epoch FROM p_now - p_created)::float8 / 86400,
+                              p_corrections, p_flags > 0, p_half_life);
 END
 $fn$;
 
-CREATE FUNCTION engram._staleness_of(p_last_use timestamptz, p_corrections integer, p_flags integer)
-RETURNS real LANGUAGE sql STABLE AS $fn$
-    SELECT engram.staleness_score(extract(epoch FROM now() - p_last_use)::float8 / 86400,
-                                  p_corrections, p_flags > 0, engram._setting_stale_after_days())
+CREATE FUNCTION engram._staleness_at(p_now timestamptz, p_stale_after float8, p_last_use timestamptz,
+                                     p_corrections integer, p_flags integer)
+RETURNS real LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT engram.staleness_score(extract(epoch FROM p_now - p_last_use)::float8 / 86400,
+                                  p_corrections, p_flags > 0, p_stale_after)
 $fn$;
 
 -- Serialises writes of one owner, so that the duplicate and conflict checks
@@ -470,6 +475,37 @@ $fn$;
 -- (the LATERAL with OFFSET 0 is never flattened into a join); no JIT, which
 -- the generic plan's cost estimate would otherwise buy for ~13 ms per call,
 -- and no parallel workers.
+-- The statements of _list_rerank and _hnsw_walk, as text: pasted into
+-- those static functions here, and run as dynamic SQL by _knn on a Citus
+-- coordinator, where a cached generic plan of a distributed statement
+-- cannot be built (Citus plans each with its parameters' values).
+CREATE FUNCTION engram._list_rerank_query() RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN format($q$
+    WITH c AS MATERIALIZED (
+        SELECT e.memory_id, engram._qdist(e.qvec, $17) AS d8 FROM engram.scope_entries e
+        WHERE e.owner = $2 AND e.list = $16
+        ORDER BY 2 LIMIT $12)
+    SELECT array_agg(m.id ORDER BY m.d, m.id), array_agg(m.d ORDER BY m.d, m.id), (SELECT max(c2.d8) FROM c c2)
+    FROM c CROSS JOIN LATERAL (
+        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s
+           AND m.embedding IS NOT NULL AND m.id = c.memory_id
+        OFFSET 0) m$q$, engram._scope_filter());
+END
+$fn$;
+
+CREATE FUNCTION engram._hnsw_walk_query(p_owned boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN format($q$
+    WITH c AS MATERIALIZED (
+        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s AND m.embedding IS NOT NULL
+        ORDER BY m.embedding <=> $1 LIMIT $12)
+    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11$q$, engram._scope_filter(p_owned));
+END
+$fn$;
+
 DO $gen$
 BEGIN
     EXECUTE format($f$
@@ -485,18 +521,9 @@ SET max_parallel_workers_per_gather = 0
 SET jit = off
 AS $body$
 BEGIN
-    WITH c AS MATERIALIZED (
-        SELECT e.memory_id, engram._qdist(e.qvec, $17) AS d8 FROM engram.scope_entries e
-        WHERE e.owner = $2 AND e.list = $16
-        ORDER BY 2 LIMIT $12)
-    SELECT array_agg(m.id ORDER BY m.d, m.id), array_agg(m.d ORDER BY m.d, m.id), (SELECT max(c2.d8) FROM c c2)
-    INTO ids, dists, edge
-    FROM c CROSS JOIN LATERAL (
-        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s
-           AND m.embedding IS NOT NULL AND m.id = c.memory_id
-        OFFSET 0) m;
+    SELECT q.* INTO ids, dists, edge FROM (%s) q;
 END
-$body$$f$, engram._scope_filter());
+$body$$f$, engram._list_rerank_query());
     -- The HNSW walk of _knn's broad scopes: the p_n nearest of the $12
     -- nearest that pass the filter. Static with a cached generic plan for
     -- the same reason as above (planning cost 0.4-0.5 ms per search). A
@@ -521,13 +548,9 @@ SET max_parallel_workers_per_gather = 0
 SET jit = off
 AS $body$
 BEGIN
-    RETURN QUERY
-    WITH c AS MATERIALIZED (
-        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s AND m.embedding IS NOT NULL
-        ORDER BY m.embedding <=> $1 LIMIT $12)
-    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11;
+    RETURN QUERY %s;
 END
-$body$$f$, engram._scope_filter());
+$body$$f$, engram._hnsw_walk_query(true));
     -- The same walk over a scope of publications (no owner).
     EXECUTE format($f$
 CREATE FUNCTION engram._hnsw_walk_shared(
@@ -544,13 +567,9 @@ SET max_parallel_workers_per_gather = 0
 SET jit = off
 AS $body$
 BEGIN
-    RETURN QUERY
-    WITH c AS MATERIALIZED (
-        SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s AND m.embedding IS NOT NULL
-        ORDER BY m.embedding <=> $1 LIMIT $12)
-    SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11;
+    RETURN QUERY %s;
 END
-$body$$f$, engram._scope_filter(false));
+$body$$f$, engram._hnsw_walk_query(false));
 END
 $gen$;
 
@@ -623,6 +642,7 @@ DECLARE
     v_dists float8[];
     v_q     bytea;
     v_edge  float8;
+    v_citus boolean := engram._is_distributed();
 BEGIN
     IF p_query IS NULL THEN
         RETURN;
@@ -646,10 +666,17 @@ BEGIN
             LOOP
                 -- The v_cand nearest entries by int8 distance, reranked by
                 -- exact distance under the whole scope filter.
-                SELECT r.ids, r.dists, r.edge INTO v_ids, v_dists, v_edge
-                FROM engram._list_rerank(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
-                                         s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                         v_cand, s.max_level, s.space, s.group_id, v_list, v_q) r;
+                IF v_citus THEN
+                    EXECUTE engram._list_rerank_query() INTO v_ids, v_dists, v_edge
+                        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
+                              s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
+                              v_cand, s.max_level, s.space, s.group_id, v_list, v_q;
+                ELSE
+                    SELECT r.ids, r.dists, r.edge INTO v_ids, v_dists, v_edge
+                    FROM engram._list_rerank(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
+                                             s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
+                                             v_cand, s.max_level, s.space, s.group_id, v_list, v_q) r;
+                END IF;
                 -- Complete when the whole list was reranked, or when the
                 -- n-th row is nearer than any entry outside the candidates
                 -- can be: those are at least v_edge away in int8 distance,
@@ -703,6 +730,16 @@ BEGIN
     PERFORM set_config('hnsw.ef_search',
         least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
         true);
+    IF v_citus THEN
+        -- The walk runs on the workers: the settings go with it.
+        PERFORM engram._propagate_setting('hnsw.ef_search', current_setting('hnsw.ef_search'));
+        PERFORM engram._propagate_setting('hnsw.iterative_scan', 'relaxed_order');
+        RETURN QUERY EXECUTE engram._hnsw_walk_query(s.owner IS NOT NULL)
+            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                  s.session_id, s.created_after, s.created_before, p_n, v_fetch,
+                  s.max_level, s.space, s.group_id;
+        RETURN;
+    END IF;
     IF s.owner IS NULL THEN
         RETURN QUERY
             SELECT w.id, w.distance
@@ -926,7 +963,10 @@ BEGIN
         END IF;
         EXECUTE format('ALTER TABLE engram.image_embeddings ALTER COLUMN embedding TYPE vector(%s)', configure.image_dims);
         -- ALTER COLUMN TYPE takes the type's storage; keep the rows compact.
-        ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+        -- (Not on Citus, which cannot set a column's storage on its shards.)
+        IF NOT engram._is_distributed() THEN
+            ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+        END IF;
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('image_dims', configure.image_dims, 'previous', v_current));
     END IF;
@@ -1096,7 +1136,7 @@ BEGIN
         (v_owner, v_kind, remember.internal_type, remember.content,
          sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
-         engram._trust_of(remember.author_type, now(), 0, 0), remember.session_id,
+         engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0, 0), remember.session_id,
          now() + remember.ttl, remember.access_level)
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
@@ -1211,8 +1251,8 @@ BEGIN
         access_level = coalesce(p_access_level, m.access_level),
         revision = m.revision + 1,
         correction_count = v_correct,
-        trust_score = engram._trust_of(m.author_type, m.created_at, v_correct, m.flag_count),
-        staleness_score = engram._staleness_of(now(), v_correct, m.flag_count),
+        trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, v_correct, m.flag_count),
+        staleness_score = engram._staleness_at(now(), engram._setting_stale_after_days(), now(), v_correct, m.flag_count),
         updated_at = now()
     WHERE m.id = r.id;
     PERFORM engram._audit(p_owner, p_action, r.id,
@@ -1278,9 +1318,9 @@ BEGIN
             flag_count = m.flag_count + 1,
             flagged_at = now(),
             flag_reason = p_reason,
-            trust_score = engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
+            trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
             staleness_score = greatest(m.staleness_score,
-                engram._staleness_of(m.updated_at, m.correction_count, m.flag_count + 1))
+                engram._staleness_at(now(), engram._setting_stale_after_days(), m.updated_at, m.correction_count, m.flag_count + 1))
         WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
         RETURNING m.id, m.flag_count
     LOOP
@@ -1390,7 +1430,7 @@ BEGIN
                               ORDER BY x.sha LIMIT 32) y
                         HAVING count(*) > 0), '{}'),
            consolidate.embedding,
-           v_author, max(s.importance), engram._trust_of(v_author, now(), 0, 0)
+           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0, 0)
     FROM unnest(v_src) s;
     PERFORM engram._audit(v_owner, 'consolidate', v_id, jsonb_build_object('from', to_jsonb(consolidate.ids)));
     RETURN v_id;
@@ -1440,7 +1480,7 @@ BEGIN
             sha256(convert_to(crystallize.content, 'UTF8'::name)),
             engram._dedup_key(crystallize.content, crystallize.internal_type, engram._scope_of(v_tags), 'procedural', NULL),
             v_tags, jsonb_build_object('name', crystallize.name, 'crystallized_from', to_jsonb(crystallize.ids)),
-            crystallize.embedding, 'agent', 0.5, engram._trust_of('agent', now(), 0, 0));
+            crystallize.embedding, 'agent', 0.5, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0));
     PERFORM engram._audit(v_owner, 'crystallize', v_id, jsonb_build_object('from', to_jsonb(crystallize.ids)));
     RETURN v_id;
 EXCEPTION WHEN unique_violation THEN
@@ -1684,17 +1724,23 @@ CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source te
 -- A memory as recall shows it: an active memory past its expiry shows as
 -- expired (engram.expire() marks it later).
 CREATE FUNCTION engram._recalled(r engram.memories) RETURNS SETOF engram.recalled_memory
-LANGUAGE sql STABLE AS $fn$
-    SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_revisions bigint;
+    v_count     bigint;
+    v_last      timestamptz;
+BEGIN
+    -- One statement per table (on Citus each runs on the owner's shard).
+    SELECT count(*) INTO v_revisions FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id;
+    SELECT a.access_count, a.last_accessed_at INTO v_count, v_last FROM engram._accesses(r.owner, ARRAY[r.id]) a;
+    RETURN QUERY SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
            r.embedding, r.author_type, r.importance,
            CASE WHEN r.status = 'active' AND r.expires_at <= now() THEN 'expired' ELSE r.status END,
            r.archive_reason, r.merged_into,
            r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
            r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
-           (SELECT count(*) FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id),
-           coalesce(a.access_count, 0), a.last_accessed_at
-    FROM (SELECT 1) one
-    LEFT JOIN engram._accesses(r.owner, ARRAY[r.id]) a ON a.memory_id = r.id
+           v_revisions, coalesce(v_count, 0), v_last;
+END
 $fn$;
 
 CREATE FUNCTION engram.recall(
@@ -1735,9 +1781,19 @@ DECLARE
     v_after  text[];
     v_cur_num numeric;
     v_cur_id  uuid;
+    v_acc_ids uuid[];
+    v_acc_n   bigint[];
 BEGIN
     PERFORM engram._check_list(v_status, v_order);
     PERFORM engram._check_scope(s);
+    -- The access counts first (a space's or group's list, no owner, reads
+    -- those of its publications only): a statement over engram.memories
+    -- never calls a function that reads another table (Citus runs it on the
+    -- shards).
+    SELECT array_agg(a.memory_id), array_agg(a.access_count) INTO v_acc_ids, v_acc_n
+    FROM engram._accesses(s.owner, CASE WHEN s.owner IS NULL THEN ARRAY(
+             SELECT p.memory_id FROM engram.publications p
+             WHERE p.space = s.space OR p.group_id = s.group_id) END) a;
     IF p_after IS NOT NULL THEN
         BEGIN
             v_after := engram._cursor_decode(p_after, v_order);
@@ -1768,11 +1824,7 @@ BEGIN
                    WHEN 'importance' THEN m.importance::text::numeric
                    ELSE coalesce(a.access_count, 0)::numeric END AS key_num
         FROM engram.memories m
-        -- A space's or group's list (no owner) reads the counts of its
-        -- publications only, not every owner's.
-        LEFT JOIN engram._accesses(s.owner, CASE WHEN s.owner IS NULL THEN ARRAY(
-                      SELECT p.memory_id FROM engram.publications p
-                      WHERE p.space = s.space OR p.group_id = s.group_id) END) a ON a.memory_id = m.id
+        LEFT JOIN unnest(v_acc_ids, v_acc_n) AS a(memory_id, access_count) ON a.memory_id = m.id
         WHERE (s.owner IS NULL OR m.owner = s.owner)
           -- an active memory past its expiry lists as expired
           AND CASE WHEN m.status = 'active' AND m.expires_at <= now() THEN v_status = 'expired'
@@ -1862,8 +1914,16 @@ $fn$;
 CREATE FUNCTION engram.stats(owner text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
-    v_owner  text;
-    v_result jsonb;
+    v_owner         text;
+    v_result        jsonb;
+    v_quotas        jsonb;
+    v_groups        jsonb;
+    v_event_groups  jsonb;
+    v_sessions      bigint;
+    v_misses        bigint;
+    v_misses_7d     bigint;
+    v_recent_misses jsonb;
+    v_writes        jsonb;
 BEGIN
     -- A privileged caller may ask for the whole database (owner NULL); a
     -- restricted role always gets its own owner.
@@ -1872,58 +1932,75 @@ BEGIN
     ELSE
         v_owner := engram._caller(stats.owner, NULL, NULL, false);
     END IF;
-    WITH m AS (
-        SELECT * FROM engram.memories x WHERE v_owner IS NULL OR x.owner = v_owner
-    ), counts AS (
-        SELECT
-            (SELECT count(*) FROM m) AS total,
-            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.kind k, count(*) n FROM m GROUP BY 1) s) AS by_kind,
-            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.status k, count(*) n FROM m GROUP BY 1) s) AS by_status,
-            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT m.source k, count(*) n FROM m GROUP BY 1) s) AS by_source,
-            (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT coalesce(m.internal_type, 'none') k, count(*) n FROM m GROUP BY 1) s) AS by_internal_type,
-            (SELECT round(avg((m.embedding IS NOT NULL)::int)::numeric, 4) FROM m) AS embedded_share,
-            (SELECT max(greatest(m.created_at, m.updated_at)) FROM m) AS last_write,
-            (SELECT count(*) FROM m WHERE m.flag_count > 0 AND m.status = 'active') AS flagged_active,
-            (SELECT count(*) FROM m WHERE m.embedding IS NULL AND m.status = 'active') AS backlog,
-            (SELECT count(*) FROM m WHERE m.created_at >= now() - interval '7 days') AS growth_7d
-    ), e AS (
-        SELECT * FROM engram.events x WHERE v_owner IS NULL OR x.owner = v_owner
+    v_quotas := engram._quotas(v_owner);
+    -- One grouped pass per table, then the figures from the groups: plain
+    -- aggregates that Citus computes per shard and merges (it cannot run a
+    -- query with subqueries over a distributed table in its target list).
+    SELECT coalesce(jsonb_agg(to_jsonb(g)), '[]') INTO v_groups
+    FROM (SELECT m.kind, m.status, m.source, coalesce(m.internal_type, 'none') AS internal_type, count(*) AS n,
+                 count(m.embedding) AS embedded,
+                 count(*) FILTER (WHERE m.flag_count > 0 AND m.status = 'active') AS flagged,
+                 count(*) FILTER (WHERE m.embedding IS NULL AND m.status = 'active') AS backlog,
+                 count(*) FILTER (WHERE m.created_at >= now() - interval '7 days') AS growth,
+                 max(greatest(m.created_at, m.updated_at)) AS last_write
+          FROM engram.memories m WHERE v_owner IS NULL OR m.owner = v_owner
+          GROUP BY 1, 2, 3, 4) g;
+    SELECT coalesce(jsonb_agg(to_jsonb(g)), '[]') INTO v_event_groups
+    FROM (SELECT e.event_type, count(*) AS n, max(e.created_at) AS last_at,
+                 count(*) FILTER (WHERE e.created_at >= now() - interval '24 hours') AS last_24h,
+                 count(*) FILTER (WHERE NOT e.success AND e.created_at >= now() - interval '24 hours') AS failed_24h
+          FROM engram.events e WHERE v_owner IS NULL OR e.owner = v_owner
+          GROUP BY 1) g;
+    SELECT count(*) INTO v_sessions
+    FROM (SELECT DISTINCT e.owner, e.session_id FROM engram.events e WHERE v_owner IS NULL OR e.owner = v_owner) x;
+    SELECT count(*), count(*) FILTER (WHERE x.at >= now() - interval '7 days') INTO v_misses, v_misses_7d
+    FROM engram.misses x WHERE v_owner IS NULL OR x.owner = v_owner;
+    SELECT coalesce(jsonb_agg(jsonb_build_object('query_text', r.query_text, 'at', r.at) ORDER BY r.at DESC), '[]')
+    INTO v_recent_misses
+    FROM (SELECT y.query_text, y.at FROM engram.misses y
+          WHERE v_owner IS NULL OR y.owner = v_owner ORDER BY y.at DESC LIMIT 5) r;
+    SELECT jsonb_object_agg(w.day, w.n) INTO v_writes
+    FROM (SELECT a.at::date AS day, count(*) AS n FROM engram.audit_log a
+          WHERE a.at >= current_date - 6 AND (v_owner IS NULL OR a.owner = v_owner)
+            AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize', 'capture',
+                             'state_save', 'workspace_create', 'workspace_update')
+          GROUP BY 1) w;
+    WITH g AS (
+        SELECT x.kind, x.status, x.source, x.internal_type, x.n, x.embedded, x.flagged, x.backlog, x.growth, x.last_write
+        FROM jsonb_to_recordset(v_groups) AS x(kind text, status text, source text, internal_type text, n bigint,
+                                               embedded bigint, flagged bigint, backlog bigint, growth bigint,
+                                               last_write timestamptz)
     ), ev AS (
-        SELECT jsonb_build_object(
-            'by_type', (SELECT coalesce(jsonb_object_agg(k, n), '{}') FROM (SELECT e.event_type k, count(*) n FROM e GROUP BY 1) s),
-            'last_capture_at', (SELECT max(e.created_at) FROM e),
-            'summaries', (SELECT count(*) FROM e WHERE e.event_type = 'summary'),
-            'tool_invocations_24h', (SELECT count(*) FROM e WHERE e.event_type = 'tool_invocation'
-                                                             AND e.created_at >= now() - interval '24 hours'),
-            'tool_failures_24h', (SELECT count(*) FROM e WHERE e.event_type = 'tool_invocation' AND NOT e.success
-                                                          AND e.created_at >= now() - interval '24 hours'),
-            'sessions', (SELECT count(DISTINCT e.session_id) FROM e)) AS events
-    ), mi AS (
-        SELECT jsonb_build_object(
-            'total', count(*), 'last_7d', count(*) FILTER (WHERE x.at >= now() - interval '7 days'),
-            'recent', (SELECT coalesce(jsonb_agg(jsonb_build_object('query_text', r.query_text, 'at', r.at) ORDER BY r.at DESC), '[]')
-                       FROM (SELECT y.query_text, y.at FROM engram.misses y
-                             WHERE v_owner IS NULL OR y.owner = v_owner ORDER BY y.at DESC LIMIT 5) r)) AS misses
-        FROM engram.misses x WHERE v_owner IS NULL OR x.owner = v_owner
-    ), days AS (
-        SELECT jsonb_agg(jsonb_build_object('day', d::date, 'writes', coalesce(w.n, 0)) ORDER BY d) AS per_day
-        FROM generate_series(current_date - 6, current_date, interval '1 day') d
-        LEFT JOIN (
-            SELECT a.at::date AS day, count(*) AS n FROM engram.audit_log a
-            WHERE a.at >= current_date - 6 AND (v_owner IS NULL OR a.owner = v_owner)
-              AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize', 'capture',
-                               'state_save', 'workspace_create', 'workspace_update')
-            GROUP BY 1) w ON w.day = d::date
+        SELECT x.event_type, x.n, x.last_at, x.last_24h, x.failed_24h
+        FROM jsonb_to_recordset(v_event_groups) AS x(event_type text, n bigint, last_at timestamptz,
+                                                     last_24h bigint, failed_24h bigint)
     )
     SELECT jsonb_build_object(
-        'owner', v_owner, 'total', c.total, 'by_kind', c.by_kind, 'by_status', c.by_status,
-        'by_source', c.by_source, 'by_internal_type', c.by_internal_type,
-        'embedded_share', coalesce(c.embedded_share, 0), 'flagged_active', c.flagged_active,
-        'last_write_at', c.last_write, 'writes_per_day', d.per_day,
+        'owner', v_owner,
+        'total', (SELECT coalesce(sum(g.n), 0)::bigint FROM g),
+        'by_kind', (SELECT coalesce(jsonb_object_agg(k.kind, k.n), '{}') FROM (SELECT g.kind, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_status', (SELECT coalesce(jsonb_object_agg(k.status, k.n), '{}') FROM (SELECT g.status, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_source', (SELECT coalesce(jsonb_object_agg(k.source, k.n), '{}') FROM (SELECT g.source, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_internal_type', (SELECT coalesce(jsonb_object_agg(k.internal_type, k.n), '{}')
+                             FROM (SELECT g.internal_type, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'embedded_share', (SELECT coalesce(round(sum(g.embedded)::numeric / nullif(sum(g.n), 0), 4), 0) FROM g),
+        'flagged_active', (SELECT coalesce(sum(g.flagged), 0)::bigint FROM g),
+        'last_write_at', (SELECT max(g.last_write) FROM g),
+        'writes_per_day', (SELECT jsonb_agg(jsonb_build_object('day', d::date, 'writes', coalesce((v_writes ->> d::date::text)::bigint, 0)) ORDER BY d)
+                           FROM generate_series(current_date - 6, current_date, interval '1 day') d),
         'embedding_dims', engram._dims(),
-        'embedding_backlog', c.backlog, 'growth_7d', c.growth_7d,
-        'events', ev.events, 'misses', mi.misses, 'quotas', engram._quotas(v_owner))
-    INTO v_result FROM counts c, days d, ev, mi;
+        'embedding_backlog', (SELECT coalesce(sum(g.backlog), 0)::bigint FROM g),
+        'growth_7d', (SELECT coalesce(sum(g.growth), 0)::bigint FROM g),
+        'events', jsonb_build_object(
+            'by_type', (SELECT coalesce(jsonb_object_agg(ev.event_type, ev.n), '{}') FROM ev),
+            'last_capture_at', (SELECT max(ev.last_at) FROM ev),
+            'summaries', (SELECT coalesce(sum(ev.n) FILTER (WHERE ev.event_type = 'summary'), 0)::bigint FROM ev),
+            'tool_invocations_24h', (SELECT coalesce(sum(ev.last_24h) FILTER (WHERE ev.event_type = 'tool_invocation'), 0)::bigint FROM ev),
+            'tool_failures_24h', (SELECT coalesce(sum(ev.failed_24h) FILTER (WHERE ev.event_type = 'tool_invocation'), 0)::bigint FROM ev),
+            'sessions', v_sessions),
+        'misses', jsonb_build_object('total', v_misses, 'last_7d', v_misses_7d, 'recent', v_recent_misses),
+        'quotas', v_quotas)
+    INTO v_result;
     RETURN v_result;
 END
 $fn$;
@@ -2068,7 +2145,9 @@ BEGIN
         UNION SELECT w.owner FROM engram.workspaces w UNION SELECT x.owner FROM engram.states x) o
     ORDER BY o.owner
     ON CONFLICT DO NOTHING;
-    PERFORM 1 FROM engram.owner_locks l ORDER BY l.owner FOR UPDATE;
+    -- Every writer waits (it row-locks its owner's row): a table lock, not
+    -- FOR UPDATE over every row, which Citus cannot take across shards.
+    LOCK TABLE engram.owner_locks IN EXCLUSIVE MODE;
     UPDATE engram.owner_locks AS l SET
         memories = coalesce((SELECT count(*) FROM engram.memories m WHERE m.owner = l.owner), 0),
         events = coalesce((SELECT count(*) FROM engram.events e WHERE e.owner = l.owner), 0),
@@ -2128,11 +2207,16 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_job   text := engram._job_owner();
     v_count bigint;
+    -- Values, not calls: on Citus the statement runs on the shards, where
+    -- this session's settings are unknown.
+    v_now        timestamptz := now();
+    v_half_life  float8 := engram._setting_trust_half_life_days();
+    v_stale_days float8 := engram._setting_stale_after_days();
 BEGIN
     WITH s AS (
-        SELECT m.id,
-               engram._trust_of(m.author_type, m.created_at, m.correction_count, m.flag_count) AS trust,
-               engram._staleness_of(greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
+        SELECT m.owner, m.id,
+               engram._trust_at(v_now, v_half_life, m.author_type, m.created_at, m.correction_count, m.flag_count) AS trust,
+               engram._staleness_at(v_now, v_stale_days, greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
                                     m.correction_count, m.flag_count) AS stale
         FROM engram.memories m
         LEFT JOIN engram.memory_access a ON a.owner = m.owner AND a.memory_id = m.id
@@ -2140,7 +2224,7 @@ BEGIN
     )
     UPDATE engram.memories AS m SET trust_score = s.trust, staleness_score = s.stale
     FROM s
-    WHERE m.id = s.id
+    WHERE m.owner = s.owner AND m.id = s.id
       AND (abs(m.trust_score - s.trust) >= 0.001 OR abs(m.staleness_score - s.stale) >= 0.001);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     PERFORM engram._audit(v_job, 'rescore', NULL, jsonb_build_object('count', v_count));
@@ -2361,7 +2445,7 @@ BEGIN
          r.metadata, v_vec, r.author_type, r.importance,
          coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
          coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
-         coalesce(r.trust_score, engram._trust_of(r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
+         coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
          coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
          coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5));
     INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
@@ -2436,7 +2520,7 @@ BEGIN
     VALUES (v_owner, 'semantic', 'resource', resource_create.content,
             sha256(convert_to(resource_create.content, 'UTF8'::name)), v_key, v_tags,
             jsonb_build_object('name', btrim(resource_create.name)), resource_create.embedding, 'human',
-            engram._trust_of('human', now(), 0, 0), 5)
+            engram._trust_at(now(), engram._setting_trust_half_life_days(), 'human', now(), 0, 0), 5)
     RETURNING m.* INTO r;
     PERFORM engram._audit(v_owner, 'resource_create', r.id, jsonb_build_object('name', btrim(resource_create.name)));
     RETURN engram._resource_json(r);
@@ -2589,11 +2673,18 @@ $fn$;
 ---------------------------------------------------------------------------
 
 -- A usable token: not revoked, not expired.
+-- (plpgsql, like every function that reads engram's tables: Citus cannot
+-- plan a SQL function's parameterised statements.)
 CREATE FUNCTION engram._token(p_token text) RETURNS engram.tokens
-LANGUAGE sql STABLE AS $fn$
-    SELECT t.* FROM engram.tokens t
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    r engram.tokens;
+BEGIN
+    SELECT t.* INTO r FROM engram.tokens t
     WHERE t.token_sha256 = sha256(convert_to(coalesce(p_token, ''), 'UTF8'::name))
-      AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+      AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+    RETURN r;
+END
 $fn$;
 
 -- A new token for `owner`; the plaintext is returned once and stored hashed.
@@ -2712,7 +2803,7 @@ BEGIN
     -- On Citus, the workers' row-level security learns the binding from a
     -- signed proof (docs/SCALING.md, "Bindings across nodes").
     IF r.id IS NOT NULL AND engram._is_distributed() THEN
-        PERFORM engram._propagate_binding(engram._sign_binding(r.id::text, v_owner, v_internal IS NOT NULL,
+        PERFORM engram._propagate_setting('engram.remote_binding', engram._sign_binding(r.id::text, v_owner, v_internal IS NOT NULL,
             extract(epoch FROM clock_timestamp() + interval '10 minutes')::bigint, r.token_sha256));
     END IF;
     PERFORM set_config('engram.binding', jsonb_build_object(
@@ -3307,11 +3398,14 @@ $fn$;
 -- (workspace '') it does not shadow; NULL: the global ones. The one place
 -- the shadowing rule lives (slot_get, slot_list, the context package).
 CREATE FUNCTION engram._visible_slots(p_owner text, p_workspace text) RETURNS SETOF engram.slots
-LANGUAGE sql STABLE AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN QUERY
     SELECT DISTINCT ON (s.label) s.*
     FROM engram.slots s
     WHERE s.owner = p_owner AND s.workspace IN (coalesce(p_workspace, ''), '')
-    ORDER BY s.label, s.workspace DESC   -- the workspace's ('' sorts first) shadows the global one
+    ORDER BY s.label, s.workspace DESC;   -- the workspace's ('' sorts first) shadows the global one
+END
 $fn$;
 
 -- A slot's content must fit its limit; the message says by how much.
@@ -3582,16 +3676,19 @@ $fn$;
 CREATE FUNCTION engram._sessions(p_owner text, p_workspace uuid, p_limit integer)
 RETURNS TABLE (session_id text, workspace text, first_event_at timestamptz, last_event_at timestamptz,
                events bigint, summaries bigint, last_summary_at timestamptz)
-LANGUAGE sql STABLE AS $fn$
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN QUERY
     SELECT e.session_id, max(w.name), min(e.created_at), max(e.created_at), count(*),
            count(*) FILTER (WHERE e.event_type = 'summary'),
            max(e.created_at) FILTER (WHERE e.event_type = 'summary')
     FROM engram.events e
-    LEFT JOIN engram.workspaces w ON w.id = e.workspace_id
+    LEFT JOIN engram.workspaces w ON w.owner = e.owner AND w.id = e.workspace_id
     WHERE e.owner = p_owner AND (p_workspace IS NULL OR e.workspace_id = p_workspace)
     GROUP BY e.session_id
     ORDER BY max(e.created_at) DESC
-    LIMIT p_limit
+    LIMIT p_limit;
+END
 $fn$;
 
 -- The pinned slots visible in a workspace ('' for the global ones only).
@@ -3695,11 +3792,12 @@ DECLARE
     v_owner text := engram._caller(workspace_archive.owner, NULL, NULL, true);
     w       engram.workspaces := engram._workspace(v_owner, workspace_archive.name, false, 'name');
     v_to    text := CASE WHEN coalesce(workspace_archive.restore, false) THEN 'active' ELSE 'archived' END;
+    v_now   timestamptz := now();  -- (a value: Citus takes no function in an UPDATE's CASE)
 BEGIN
     PERFORM engram._lock_owner(v_owner);
     IF w.status <> v_to THEN
         UPDATE engram.workspaces AS x
-        SET status = v_to, archived_at = CASE WHEN v_to = 'archived' THEN now() END, updated_at = now()
+        SET status = v_to, archived_at = CASE WHEN v_to = 'archived' THEN v_now END, updated_at = now()
         WHERE x.owner = w.owner AND x.id = w.id
         RETURNING x.* INTO w;
         PERFORM engram._audit(v_owner, CASE WHEN v_to = 'archived' THEN 'workspace_archive' ELSE 'workspace_restore' END,
@@ -3817,11 +3915,12 @@ DECLARE
     v_owner text := engram._caller(state_archive.owner, NULL, NULL, true);
     w       engram.workspaces := engram._workspace(v_owner, state_archive.workspace, false);
     s       engram.states;
+    v_now   timestamptz := now();  -- (a value: Citus takes no function in an UPDATE's CASE)
 BEGIN
     PERFORM engram._lock_owner(v_owner);
     PERFORM engram._check_name('name', state_archive.name);
     UPDATE engram.states AS x
-    SET archived_at = CASE WHEN coalesce(state_archive.restore, false) THEN NULL ELSE coalesce(x.archived_at, now()) END
+    SET archived_at = CASE WHEN coalesce(state_archive.restore, false) THEN NULL ELSE coalesce(x.archived_at, v_now) END
     WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.name = state_archive.name
     RETURNING x.* INTO s;
     IF s.id IS NULL THEN
@@ -3841,13 +3940,17 @@ $fn$;
 -- Whether `engram.summary_every` events (summaries not counted) have been
 -- captured in the session since its last summary.
 CREATE FUNCTION engram._summary_due(p_owner text, p_session text) RETURNS boolean
-LANGUAGE sql STABLE AS $fn$
-    SELECT count(*) >= engram._setting_summary_every()
-    FROM engram.events e
-    WHERE e.owner = p_owner AND e.session_id = p_session AND e.event_type <> 'summary'
-      AND e.created_at > coalesce((SELECT max(s.created_at) FROM engram.events s
-                                   WHERE s.owner = p_owner AND s.session_id = p_session
-                                     AND s.event_type = 'summary'), '-infinity')
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_last timestamptz;
+BEGIN
+    SELECT max(s.created_at) INTO v_last FROM engram.events s
+    WHERE s.owner = p_owner AND s.session_id = p_session AND s.event_type = 'summary';
+    RETURN (SELECT count(*) >= engram._setting_summary_every()
+            FROM engram.events e
+            WHERE e.owner = p_owner AND e.session_id = p_session AND e.event_type <> 'summary'
+              AND e.created_at > coalesce(v_last, '-infinity'));
+END
 $fn$;
 
 -- Records an event as an episodic memory, when the mode policy lets it
@@ -3939,7 +4042,7 @@ BEGIN
          trust_score, session_id)
     VALUES
         (v_id, v_owner, 'episodic', v_content, sha256(convert_to(v_content, 'UTF8'::name)), sha256(uuid_send(v_id)),
-         capture.embedding, 'agent', v_importance, engram._trust_of('agent', now(), 0, 0), capture.session_id);
+         capture.embedding, 'agent', v_importance, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0), capture.session_id);
     INSERT INTO engram.events AS e
         (memory_id, owner, event_type, mode, session_id, workspace_id, tool_name, tool_input, tool_output,
          success, error, duration_ms, file_path, parent_event_id)
@@ -4415,7 +4518,7 @@ DECLARE
     v_erased bigint;
 BEGIN
     PERFORM engram._require_privileged('rebuild_image_holds');
-    PERFORM 1 FROM engram.images i ORDER BY i.owner, i.sha256 FOR UPDATE;
+    LOCK TABLE engram.images IN EXCLUSIVE MODE;  -- (not FOR UPDATE: see recount_usage)
     DELETE FROM engram.image_holds;
     INSERT INTO engram.image_holds (owner, memory_id, sha256)
     SELECT DISTINCT m.owner, m.id, i.sha256
@@ -4634,16 +4737,18 @@ BEGIN
 END
 $fn$;
 
--- Sends a binding's proof to the workers of this transaction: a SET LOCAL
--- that Citus propagates (to the connections open now, and at the start of
--- every later one) while citus.propagate_set_commands is 'local'.
-CREATE FUNCTION engram._propagate_binding(p_proof text) RETURNS void
+-- Sets p_name to p_value for the rest of the transaction here and on the
+-- workers it reaches: a SET LOCAL that Citus propagates (to the connections
+-- open now, and at the start of every later one) while
+-- citus.propagate_set_commands is 'local'. Carries bindings' proofs
+-- (engram.bind) and the search settings of _knn.
+CREATE FUNCTION engram._propagate_setting(p_name text, p_value text) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_prev text := current_setting('citus.propagate_set_commands', true);
 BEGIN
     PERFORM pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
-    EXECUTE format('SET LOCAL engram.remote_binding = %L', p_proof);
+    EXECUTE format('SET LOCAL %s = %L', p_name, p_value);
     PERFORM pg_catalog.set_config('citus.propagate_set_commands', coalesce(nullif(v_prev, ''), 'none'), true);
 END
 $fn$;
@@ -4733,7 +4838,7 @@ BEGIN
         v_refs := v_refs + 1;
     END LOOP;
     -- The statements Citus sends the workers carry bindings' proofs
-    -- (engram._propagate_binding): no session there shows another's query
+    -- (engram._propagate_setting): no session there shows another's query
     -- text (pg_stat_activity), whatever role it shares. Every run applies it
     -- to every worker, so run distribute() again after adding one.
     EXECUTE format('SELECT count(*) FROM pg_catalog.run_command_on_workers(%L) WHERE NOT success',
@@ -4744,6 +4849,11 @@ BEGIN
         RAISE EXCEPTION 'could not turn track_activities off on % worker(s); check that every worker is up, then run engram.distribute() again', v_failed
             USING ERRCODE = '08006';
     END IF;
+    -- Citus plans a distributed statement with its parameters' values; a
+    -- cached generic plan of one fails ("could not create distributed
+    -- plan"). engram's functions run here, on the coordinator.
+    PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+    EXECUTE format('ALTER DATABASE %I SET plan_cache_mode = force_custom_plan', current_database());
     PERFORM engram._audit(NULL, 'distribute', NULL,
         jsonb_build_object('tables', v_tables, 'reference_tables', v_refs, 'shard_count', distribute.shard_count));
     RETURN CASE WHEN v_tables + v_refs = 0

@@ -34,11 +34,13 @@ fn _binding_claim(text: &str) -> Option<pgrx::JsonB> {
     // The token id goes into a uuid cast: refuse anything else here, so
     // that a bad proof yields no rows rather than an error.
     let uuid_like = claim.token_id.len() == 36
-        && claim
-            .token_id
-            .chars()
-            .enumerate()
-            .all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
+        && claim.token_id.chars().enumerate().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
     uuid_like.then(|| {
         pgrx::JsonB(serde_json::json!({
             "t": claim.token_id, "o": claim.owner, "i": claim.internal, "x": claim.expires,

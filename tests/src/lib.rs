@@ -55,6 +55,16 @@ impl TestDb {
         let root = connect("postgres", "postgres").await;
         create_from_template(&root, &name).await;
         let admin = connect(&name, "postgres").await;
+        if on_citus() {
+            // The copy has the distributed tables, but not the database's
+            // settings (they belong to the template's oid): distribute()
+            // applies them again, and new connections get them.
+            admin
+                .query_one("SELECT engram.distribute()", &[])
+                .await
+                .expect("distribute the copy");
+        }
+        let admin = connect(&name, "postgres").await;
         admin
             .execute("SELECT engram.configure(embedding_dims => $1)", &[&dims])
             .await

@@ -30,7 +30,10 @@ impl Claim {
     /// The text the MAC covers: every field, `|`-separated. The owner goes
     /// last, so a `|` inside it cannot shift another field.
     pub fn message(&self) -> String {
-        format!("engram-binding-v1|{}|{}|{}|{}", self.token_id, self.internal, self.expires, self.owner)
+        format!(
+            "engram-binding-v1|{}|{}|{}|{}",
+            self.token_id, self.internal, self.expires, self.owner
+        )
     }
 }
 
