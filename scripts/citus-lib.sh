@@ -145,3 +145,10 @@ citus_template() {
       -tAc "select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = 'engram_template'" >/dev/null
   done
 }
+
+# The tests docs/SCALING.md lists under "Tests that do not run on Citus", as
+# cargo test --skip arguments.
+citus_skipped_tests() {
+  sed -n '/^## Tests that do not run on Citus/,/^## [^T]/p' "$ROOT/docs/SCALING.md" |
+    grep -o '^| `[a-z0-9_]*`' | tr -d '|` ' | sed 's/^/--skip /'
+}

@@ -731,9 +731,8 @@ BEGIN
         least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
         true);
     IF v_citus THEN
-        -- The walk runs on the workers: the settings go with it.
-        PERFORM engram._propagate_setting('hnsw.ef_search', current_setting('hnsw.ef_search'));
-        PERFORM engram._propagate_setting('hnsw.iterative_scan', 'relaxed_order');
+        -- The walk runs on a worker, with that database's iterative scan
+        -- (engram.distribute sets it) and ef_search there.
         RETURN QUERY EXECUTE engram._hnsw_walk_query(s.owner IS NOT NULL)
             USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                   s.session_id, s.created_after, s.created_before, p_n, v_fetch,
@@ -877,6 +876,12 @@ $fn$;
 CREATE FUNCTION engram._lists_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
+    -- On a Citus shard (memories_102008...) the derived tables are other
+    -- shards, which a trigger there cannot reach: the DBA rebuilds them
+    -- after a TRUNCATE (docs/SCALING.md).
+    IF TG_TABLE_NAME ~ '_[0-9]+$' THEN
+        RETURN NULL;
+    END IF;
     TRUNCATE engram.scope_entries, engram.scope_sizes;
     RETURN NULL;
 END
@@ -1783,6 +1788,7 @@ DECLARE
     v_cur_id  uuid;
     v_acc_ids uuid[];
     v_acc_n   bigint[];
+    v_pub_ids uuid[];
 BEGIN
     PERFORM engram._check_list(v_status, v_order);
     PERFORM engram._check_scope(s);
@@ -1790,10 +1796,12 @@ BEGIN
     -- those of its publications only): a statement over engram.memories
     -- never calls a function that reads another table (Citus runs it on the
     -- shards).
+    IF s.owner IS NULL THEN
+        v_pub_ids := ARRAY(SELECT p.memory_id FROM engram.publications p
+                           WHERE p.space = s.space OR p.group_id = s.group_id);
+    END IF;
     SELECT array_agg(a.memory_id), array_agg(a.access_count) INTO v_acc_ids, v_acc_n
-    FROM engram._accesses(s.owner, CASE WHEN s.owner IS NULL THEN ARRAY(
-             SELECT p.memory_id FROM engram.publications p
-             WHERE p.space = s.space OR p.group_id = s.group_id) END) a;
+    FROM engram._accesses(s.owner, v_pub_ids) a;
     IF p_after IS NOT NULL THEN
         BEGIN
             v_after := engram._cursor_decode(p_after, v_order);
@@ -2085,6 +2093,12 @@ $fn$;
 CREATE FUNCTION engram._usage_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
+    -- On a Citus shard (memories_102008...) the derived tables are other
+    -- shards, which a trigger there cannot reach: the DBA rebuilds them
+    -- after a TRUNCATE (docs/SCALING.md).
+    IF TG_TABLE_NAME ~ '_[0-9]+$' THEN
+        RETURN NULL;
+    END IF;
     PERFORM engram.recount_usage();
     RETURN NULL;
 END
@@ -3719,16 +3733,23 @@ LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_owner text := engram._caller(workspace_load.owner, NULL, NULL, false);
     w       engram.workspaces := engram._workspace(v_owner, workspace_load.name, false, 'name');
+    v_states   jsonb;
+    v_sessions jsonb;
 BEGIN
+    -- One statement per table (on Citus a statement over a table runs on
+    -- the owner's shard, where another function's reads cannot nest).
+    SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.name, 'description', s.description,
+               'active_task', s.active_task, 'next_steps', to_jsonb(s.next_steps), 'created_at', s.created_at)
+               ORDER BY s.created_at DESC), '[]')
+    INTO v_states
+    FROM (SELECT * FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.archived_at IS NULL
+          ORDER BY x.created_at DESC LIMIT 5) s;
+    SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.last_event_at DESC), '[]') INTO v_sessions
+    FROM engram._sessions(v_owner, w.id, 5) x;
     RETURN jsonb_build_object(
         'workspace', engram._workspace_json(w),
-        'states', (SELECT coalesce(jsonb_agg(jsonb_build_object('name', s.name, 'description', s.description,
-                       'active_task', s.active_task, 'next_steps', to_jsonb(s.next_steps), 'created_at', s.created_at)
-                       ORDER BY s.created_at DESC), '[]')
-                   FROM (SELECT * FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.archived_at IS NULL
-                         ORDER BY x.created_at DESC LIMIT 5) s),
-        'sessions', (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.last_event_at DESC), '[]')
-                     FROM engram._sessions(v_owner, w.id, 5) x),
+        'states', v_states,
+        'sessions', v_sessions,
         'slots', engram._pinned_slots(v_owner, w.name));
 END
 $fn$;
@@ -3942,11 +3963,12 @@ $fn$;
 CREATE FUNCTION engram._summary_due(p_owner text, p_session text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
-    v_last timestamptz;
+    v_last  timestamptz;
+    v_every integer := engram._setting_summary_every();  -- (a value: this session's setting)
 BEGIN
     SELECT max(s.created_at) INTO v_last FROM engram.events s
     WHERE s.owner = p_owner AND s.session_id = p_session AND s.event_type = 'summary';
-    RETURN (SELECT count(*) >= engram._setting_summary_every()
+    RETURN (SELECT count(*) >= v_every
             FROM engram.events e
             WHERE e.owner = p_owner AND e.session_id = p_session AND e.event_type <> 'summary'
               AND e.created_at > coalesce(v_last, '-infinity'));
@@ -4196,7 +4218,7 @@ BEGIN
         RAISE EXCEPTION 'session % has no events to summarize; capture its events first (memory_capture), or check the id with memory_sessions', summarize.session_id
             USING ERRCODE = 'P0002';
     END IF;
-    SELECT w.name INTO v_ws FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id
+    SELECT w.name INTO v_ws FROM engram.events e JOIN engram.workspaces w ON w.owner = e.owner AND w.id = e.workspace_id
     WHERE e.owner = v_owner AND e.session_id = summarize.session_id AND w.status = 'active'
     ORDER BY e.created_at DESC LIMIT 1;
     SELECT * INTO r FROM engram.capture(owner => v_owner, event_type => 'summary', content => summarize.content,
@@ -4242,6 +4264,7 @@ DECLARE
     v_hits    engram.search_hit[] := '{}';
     v_shown   uuid[];
     v_result  jsonb;
+    v_latest engram.states;
 BEGIN
     PERFORM engram._check_budget(context.budget_chars);
     v_depth := engram.context_depth(coalesce(context.mode, 'dual'), coalesce(context.role, 'owner'));
@@ -4251,15 +4274,20 @@ BEGIN
     IF context.workspace IS NOT NULL THEN
         w := engram._workspace(v_owner, context.workspace, false);
     ELSIF context.session_id IS NOT NULL THEN
-        SELECT x.* INTO w FROM engram.events e JOIN engram.workspaces x ON x.id = e.workspace_id
+        SELECT x.* INTO w FROM engram.events e JOIN engram.workspaces x ON x.owner = e.owner AND x.id = e.workspace_id
         WHERE e.owner = v_owner AND e.session_id = context.session_id
         ORDER BY e.created_at DESC LIMIT 1;
     END IF;
 
     IF w.id IS NOT NULL THEN
-        SELECT engram._state_json(s, w.name) INTO v_state FROM engram.states s
+        -- The row first, then its JSON (a whole-row value of a Citus shard
+        -- has the shard's type, which engram's functions do not take).
+        SELECT s.* INTO v_latest FROM engram.states s
         WHERE s.owner = w.owner AND s.workspace_id = w.id AND s.archived_at IS NULL
         ORDER BY s.created_at DESC LIMIT 1;
+        IF v_latest.id IS NOT NULL THEN
+            v_state := engram._state_json(v_latest, w.name);
+        END IF;
     END IF;
 
     SELECT jsonb_build_object('id', m.id, 'session_id', e.session_id, 'content', m.content,
@@ -4501,6 +4529,12 @@ $fn$;
 CREATE FUNCTION engram._image_refs_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
+    -- On a Citus shard (memories_102008...) the derived tables are other
+    -- shards, which a trigger there cannot reach: the DBA rebuilds them
+    -- after a TRUNCATE (docs/SCALING.md).
+    IF TG_TABLE_NAME ~ '_[0-9]+$' THEN
+        RETURN NULL;
+    END IF;
     PERFORM engram.rebuild_image_holds();
     RETURN NULL;
 END
@@ -4741,7 +4775,7 @@ $fn$;
 -- workers it reaches: a SET LOCAL that Citus propagates (to the connections
 -- open now, and at the start of every later one) while
 -- citus.propagate_set_commands is 'local'. Carries bindings' proofs
--- (engram.bind) and the search settings of _knn.
+-- (engram.bind).
 CREATE FUNCTION engram._propagate_setting(p_name text, p_value text) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -4841,9 +4875,10 @@ BEGIN
     -- (engram._propagate_setting): no session there shows another's query
     -- text (pg_stat_activity), whatever role it shares. Every run applies it
     -- to every worker, so run distribute() again after adding one.
+    -- The same for the iterative HNSW scans of _knn, which run there.
     EXECUTE format('SELECT count(*) FROM pg_catalog.run_command_on_workers(%L) WHERE NOT success',
-                   format('SET citus.enable_ddl_propagation TO off; ALTER DATABASE %I SET track_activities = off',
-                          current_database()))
+                   format('SET citus.enable_ddl_propagation TO off; ALTER DATABASE %I SET track_activities = off; ALTER DATABASE %I SET hnsw.iterative_scan = relaxed_order',
+                          current_database(), current_database()))
         INTO v_failed;
     IF v_failed > 0 THEN
         RAISE EXCEPTION 'could not turn track_activities off on % worker(s); check that every worker is up, then run engram.distribute() again', v_failed

@@ -301,7 +301,13 @@ impl Agent {
 
 /// Connects to the database where pg_cron lives (cron.database_name).
 pub async fn cron_db() -> Client {
-    connect("engram_test", "postgres").await
+    connect(&cron_db_name(), "postgres").await
+}
+
+/// The database where pg_cron lives: engram_test, or ENGRAM_TEST_CRON_DB
+/// (the Citus stage's).
+pub fn cron_db_name() -> String {
+    std::env::var("ENGRAM_TEST_CRON_DB").unwrap_or_else(|_| "engram_test".into())
 }
 
 /// `[a,b,c]`, pgvector's text form.

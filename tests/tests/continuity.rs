@@ -328,7 +328,7 @@ async fn capture_follows_the_mode_policy_for_every_mode_and_event_type() {
         .admin
         .query_one(
             "SELECT m.content, e.tool_input ->> 'env', e.duration_ms FROM engram.memories m
-             JOIN engram.events e ON e.memory_id = m.id WHERE m.id = $1",
+             JOIN engram.events e ON e.owner = m.owner AND e.memory_id = m.id WHERE m.id = $1",
             &[&id.unwrap()],
         )
         .await
@@ -433,7 +433,7 @@ async fn sessions_count_events_and_a_summary_is_due_every_n_events() {
     assert_eq!(
         count(
             &db,
-            "SELECT count(*) FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id
+            "SELECT count(*) FROM engram.events e JOIN engram.workspaces w ON w.owner = e.owner AND w.id = e.workspace_id
                     WHERE e.event_type = 'summary' AND w.name = 'api'"
         )
         .await,

@@ -18,7 +18,7 @@ fn run(db: &str, name: &str) -> String {
 async fn maintenance_schedules_the_three_jobs() {
     // pg_cron lives in the database cron.database_name names.
     let c = cron_db().await;
-    let out = run("engram_test", "maintenance.sql");
+    let out = run(&cron_db_name(), "maintenance.sql");
     assert!(out.contains("engram-purge"), "{out}");
     let jobs: Vec<(String, String)> = pairs(
         &c,

@@ -327,7 +327,7 @@ async fn hardening_import_takes_no_provenance_from_the_file_unless_asked() {
         .admin
         .query_one(
             "SELECT m.owner, m.source, m.author_type, m.trust_score, r.changed_by
-             FROM engram.memories m JOIN engram.revisions r ON r.memory_id = m.id",
+             FROM engram.memories m JOIN engram.revisions r ON r.owner = m.owner AND r.memory_id = m.id",
             &[],
         )
         .await
@@ -359,7 +359,7 @@ async fn hardening_import_takes_no_provenance_from_the_file_unless_asked() {
         .admin
         .query_one(
             "SELECT m.source, m.author_type, m.trust_score, r.changed_by
-             FROM engram.memories m JOIN engram.revisions r ON r.memory_id = m.id WHERE m.owner = 'bob'",
+             FROM engram.memories m JOIN engram.revisions r ON r.owner = m.owner AND r.memory_id = m.id WHERE m.owner = 'bob'",
             &[],
         )
         .await

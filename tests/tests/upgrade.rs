@@ -693,7 +693,7 @@ async fn upgrade_from_0_7_0_widens_every_key_to_the_owner_and_equals_a_fresh_ins
                     || (SELECT string_agg(concat_ws('/', r.memory_id, r.revision, r.content), ',' ORDER BY r.memory_id, r.revision) FROM engram.revisions r)
                     || (SELECT string_agg(concat_ws('/', a.memory_id, a.access_count), ',' ORDER BY a.memory_id) FROM engram.memory_access a)
                     || (SELECT string_agg(concat_ws('/', e.memory_id, e.event_type, w.name), ',' ORDER BY e.memory_id)
-                        FROM engram.events e JOIN engram.workspaces w ON w.id = e.workspace_id)
+                        FROM engram.events e JOIN engram.workspaces w ON w.owner = e.owner AND w.id = e.workspace_id)
                     || (SELECT string_agg(concat_ws('/', s.name, s.active_task), ',') FROM engram.states s)
                     || (SELECT string_agg(concat_ws('/', p.memory_id, p.space), ',') FROM engram.publications p)
                     || (SELECT string_agg(concat_ws('/', x.owner, x.query_text), ',') FROM engram.misses x)
