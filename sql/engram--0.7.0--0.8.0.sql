@@ -8,6 +8,8 @@
 --   states (owner, id) and (owner, workspace_id, name), audit_log (owner,
 --   id), misses (owner, id); a plain index on memories (id) keeps lookups
 --   by id alone fast;
+-- * engram.node_secret, the key of the bindings' proofs that engram.bind
+--   sends to Citus workers;
 -- * database-wide audit rows have the owner '' instead of NULL;
 -- * the scope lists' and the quotas' triggers run per row instead of per
 --   statement with transition tables (Citus runs triggers on the shards);
@@ -106,6 +108,14 @@ ALTER TABLE engram.audit_log ALTER COLUMN owner SET DEFAULT '', ALTER COLUMN own
     DROP CONSTRAINT audit_log_pkey, ADD CONSTRAINT audit_log_pkey PRIMARY KEY (owner, id);
 ALTER TABLE engram.misses DROP CONSTRAINT misses_pkey, ADD CONSTRAINT misses_pkey PRIMARY KEY (owner, id);
 
+-- The key of bindings' proofs on Citus (see schema.sql).
+CREATE TABLE engram.node_secret (
+    id     boolean PRIMARY KEY DEFAULT true CHECK (id),
+    secret bytea NOT NULL
+);
+INSERT INTO engram.node_secret (secret)
+VALUES (uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()));
+
 -- The foreign keys again, with the owner (every child row has its parent's
 -- owner: the API has always written them so).
 ALTER TABLE engram.revisions ADD CONSTRAINT revisions_memory_id_fkey FOREIGN KEY (owner, memory_id)
@@ -130,6 +140,13 @@ CREATE FUNCTION engram."_sign_binding"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_sign_binding_wrapper';
+CREATE FUNCTION engram."_binding_key"(
+	"secret" bytea, /* & [u8] */
+	"token_hash" bytea /* & [u8] */
+) RETURNS bytea /* Vec < u8 > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_binding_key_wrapper';
 CREATE FUNCTION engram."_binding_claim"(
 	"text" TEXT /* & str */
 ) RETURNS jsonb /* Option < pgrx :: JsonB > */

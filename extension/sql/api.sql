@@ -507,6 +507,9 @@ END
 $fn$;
 
 DO $gen$
+DECLARE
+    v_name  text;
+    v_owned boolean;
 BEGIN
     EXECUTE format($f$
 CREATE FUNCTION engram._list_rerank(
@@ -533,8 +536,11 @@ $body$$f$, engram._list_rerank_query());
     -- the only plan (the final sort of $12 rows remains, with nothing to
     -- replace it). hnsw.ef_search and hnsw.iterative_scan are the caller's
     -- (_knn sizes ef_search per search).
-    EXECUTE format($f$
-CREATE FUNCTION engram._hnsw_walk(
+    -- _hnsw_walk over an owner's scope, _hnsw_walk_shared over a scope of
+    -- publications (no owner).
+    FOR v_name, v_owned IN VALUES ('_hnsw_walk', true), ('_hnsw_walk_shared', false) LOOP
+        EXECUTE format($f$
+CREATE FUNCTION engram.%I(
     vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
     integer, integer, smallint, text, text)
 RETURNS TABLE (id uuid, distance float8)
@@ -550,26 +556,8 @@ AS $body$
 BEGIN
     RETURN QUERY %s;
 END
-$body$$f$, engram._hnsw_walk_query(true));
-    -- The same walk over a scope of publications (no owner).
-    EXECUTE format($f$
-CREATE FUNCTION engram._hnsw_walk_shared(
-    vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text)
-RETURNS TABLE (id uuid, distance float8)
-LANGUAGE plpgsql STABLE
-ROWS 30
-SET plan_cache_mode = force_generic_plan
-SET enable_sort = off
-SET enable_seqscan = off
-SET enable_bitmapscan = off
-SET max_parallel_workers_per_gather = 0
-SET jit = off
-AS $body$
-BEGIN
-    RETURN QUERY %s;
-END
-$body$$f$, engram._hnsw_walk_query(false));
+$body$$f$, v_name, engram._hnsw_walk_query(v_owned));
+    END LOOP;
 END
 $gen$;
 
@@ -2818,7 +2806,8 @@ BEGIN
     -- signed proof (docs/SCALING.md, "Bindings across nodes").
     IF r.id IS NOT NULL AND engram._is_distributed() THEN
         PERFORM engram._propagate_setting('engram.remote_binding', engram._sign_binding(r.id::text, v_owner, v_internal IS NOT NULL,
-            extract(epoch FROM clock_timestamp() + interval '10 minutes')::bigint, r.token_sha256));
+            extract(epoch FROM clock_timestamp() + interval '10 minutes')::bigint,
+            engram._binding_key((SELECT k.secret FROM engram.node_secret k), r.token_sha256)));
     END IF;
     PERFORM set_config('engram.binding', jsonb_build_object(
         'token_id', r.id, 'token_label', r.label, 'platform', v_platform,
@@ -4752,7 +4741,7 @@ $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $fn$
-    SELECT ARRAY['tokens', 'group_members']
+    SELECT ARRAY['tokens', 'group_members', 'node_secret']
 $fn$;
 
 -- Whether engram's tables are distributed (engram.distribute ran): Citus
@@ -4790,9 +4779,10 @@ $fn$;
 -- The owner a binding's proof (engram.remote_binding) proves, for
 -- row-level security on a node where engram.bind did not run (a Citus
 -- worker): NULL unless the claimed token is usable, the MAC is its hash's,
--- the proof has not expired, and a user token claims its own owner. NULL
--- too for an internal context. Runs as the extension's owner (it reads
--- tokens) and never returns a token's hash.
+-- the proof has not expired (nor expires more than 11 minutes out), and a
+-- user token claims its own owner. NULL too for an internal context, and
+-- where track_activities is on. Runs as the extension's owner (it reads
+-- tokens and the node secret) and never returns either.
 CREATE FUNCTION engram._remote_owner(p_proof text) RETURNS text
 LANGUAGE plpgsql STABLE
 -- It runs inside the shard queries whose rows it filters, and reads the
@@ -4802,14 +4792,21 @@ SET citus.allow_nested_distributed_execution = on
 AS $fn$
 DECLARE
     v_claim jsonb := engram._binding_claim(p_proof);
+    v_now   float8 := extract(epoch FROM clock_timestamp());
     r       engram.tokens;
 BEGIN
-    IF v_claim IS NULL OR (v_claim ->> 'x')::bigint < extract(epoch FROM clock_timestamp()) THEN
+    PERFORM engram._check_planted();
+    -- Only where no session shows another's statements (a proof travels as
+    -- statement text): engram.distribute() turns that off on the workers.
+    IF v_claim IS NULL OR current_setting('track_activities') <> 'off'
+       OR (v_claim ->> 'x')::bigint NOT BETWEEN v_now AND v_now + 660 THEN
         RETURN NULL;
     END IF;
     SELECT * INTO r FROM engram.tokens t
     WHERE t.id = (v_claim ->> 't')::uuid AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
-    IF r.id IS NULL OR NOT engram._binding_proof_valid(p_proof, r.token_sha256)
+    IF r.id IS NULL
+       OR NOT engram._binding_proof_valid(p_proof, engram._binding_key((SELECT k.secret FROM engram.node_secret k),
+                                                                       r.token_sha256))
        OR (v_claim ->> 'o' <> r.owner AND NOT r.platform) THEN
         RETURN NULL;
     END IF;
@@ -4974,7 +4971,12 @@ END
 $$;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
--- Row-level security on a Citus worker checks a binding's proof.
+-- Row-level security on a Citus worker checks a binding's proof. The
+-- proof's Rust helpers are the extension's own.
 ALTER FUNCTION engram._remote_owner(text) SECURITY DEFINER;
 GRANT EXECUTE ON FUNCTION engram._remote_owner(text) TO engram_agent;
+REVOKE EXECUTE ON FUNCTION engram._sign_binding(text, text, boolean, bigint, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_key(bytea, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_claim(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_proof_valid(text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION engram._image_dims() TO engram_agent;

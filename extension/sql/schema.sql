@@ -167,6 +167,19 @@ CREATE TABLE engram.tokens (
 );
 SELECT pg_catalog.pg_extension_config_dump('engram.tokens', '');
 
+-- A random key that only the extension's owner reads (since 0.8.0): the
+-- proofs of bindings that engram.bind sends to Citus workers are signed
+-- with a key derived from it and the token's hash, so that neither a token
+-- holder nor a copy of engram.tokens can make one. One row; a reference
+-- table on Citus (the same key on every node). Not dumped: a restore makes
+-- a new key, and proofs live minutes.
+CREATE TABLE engram.node_secret (
+    id     boolean PRIMARY KEY DEFAULT true CHECK (id),
+    secret bytea NOT NULL
+);
+INSERT INTO engram.node_secret (secret)
+VALUES (uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()));
+
 -- Sharing (SPEC 8.3, 8.4). Whether an owner's ghost talks to others at all,
 -- and the trust it gives accessors without a grant of their own.
 CREATE TABLE engram.ghost_settings (

@@ -25,6 +25,12 @@ fn _sign_binding(token_id: &str, owner: &str, internal: bool, expires: i64, key:
     proof::sign(&claim, key)
 }
 
+/// The key of token proofs: see engram_core::binding_proof::key.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn _binding_key(secret: &[u8], token_hash: &[u8]) -> Vec<u8> {
+    proof::key(secret, token_hash)
+}
+
 /// What a proof claims (`t` token id, `o` owner, `i` internal, `x` expiry),
 /// or NULL when it is not a well-formed proof. Not yet checked: see
 /// `_binding_proof_valid`.
@@ -54,9 +60,19 @@ fn _binding_proof_valid(text: &str, key: &[u8]) -> bool {
     proof::parse(text).is_some_and(|(claim, tag)| proof::verify(&claim, &tag, key))
 }
 
+/// The last check: transaction start, proof, the owner it proved, and the
+/// proof's expiry (unix seconds), which a cached answer still honours.
+type Checked = (i64, String, Option<String>, i64);
+
 thread_local! {
-    /// (transaction start, proof, owner it proved) of the last check.
-    static CHECKED: RefCell<Option<(i64, String, Option<String>)>> = const { RefCell::new(None) };
+    static CHECKED: RefCell<Option<Checked>> = const { RefCell::new(None) };
+}
+
+/// Unix seconds now.
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The owner that `engram.remote_binding` proves in this transaction, if any
@@ -69,8 +85,8 @@ pub fn owner() -> Option<String> {
     let cached = CHECKED.with(|c| {
         c.borrow()
             .as_ref()
-            .filter(|(at, p, _)| *at == xact && *p == text)
-            .map(|(_, _, o)| o.clone())
+            .filter(|(at, p, _, _)| *at == xact && *p == text)
+            .map(|(_, _, o, expires)| o.clone().filter(|_| *expires >= now_unix()))
     });
     if let Some(owner) = cached {
         return owner;
@@ -78,6 +94,7 @@ pub fn owner() -> Option<String> {
     let owner = Spi::get_one_with_args::<String>("SELECT engram._remote_owner($1)", &[text.as_str().into()])
         .ok()
         .flatten();
-    CHECKED.with(|c| *c.borrow_mut() = Some((xact, text, owner.clone())));
+    let expires = proof::parse(&text).map_or(0, |(claim, _)| claim.expires);
+    CHECKED.with(|c| *c.borrow_mut() = Some((xact, text, owner.clone(), expires)));
     owner
 }

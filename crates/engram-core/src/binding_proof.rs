@@ -5,11 +5,12 @@
 //! distributed database `bind` also sends the workers (Citus propagates a
 //! `SET LOCAL` to every node the transaction reaches) a proof of what it
 //! bound: the token's id, the owner, whether the binding has an internal
-//! context, an expiry, and an HMAC-SHA256 of those under the token's stored
-//! hash. A worker looks the token up (tokens are a reference table, on every
-//! node), checks it is still usable, recomputes the MAC and only then shows
-//! the owner's rows. Forging a proof needs the token's hash, which no
-//! restricted role can read; a proof names one owner and expires.
+//! context, an expiry, and an HMAC-SHA256 of those under a key derived from
+//! the token's stored hash and the database's secret (`key`). A worker looks the token up
+//! (tokens are a reference table, on every node), checks it is still usable,
+//! recomputes the MAC and only then shows the owner's rows. Forging a proof
+//! needs the secret, which only the extension's owner reads; a proof names
+//! one owner and expires.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Value};
@@ -35,6 +36,16 @@ impl Claim {
             self.token_id, self.internal, self.expires, self.owner
         )
     }
+}
+
+/// The key a token's proofs are signed with: an HMAC of the token's stored
+/// hash under the database's secret (engram.node_secret), so that knowing the
+/// token, or a copy of engram.tokens, is not enough to sign one.
+pub fn key(secret: &[u8], token_hash: &[u8]) -> Vec<u8> {
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    m.update(b"engram-binding-key-v1|");
+    m.update(token_hash);
+    m.finalize().into_bytes().to_vec()
 }
 
 /// HMAC-SHA256 of `message` under `key`.
@@ -112,6 +123,15 @@ mod tests {
         assert_eq!(parsed, claim());
         assert!(verify(&parsed, &tag, &key));
         assert!(!verify(&parsed, &tag, &[8u8; 32]), "another token's hash");
+    }
+
+    #[test]
+    fn the_key_needs_the_secret_and_the_token() {
+        let k = key(b"secret", &[1u8; 32]);
+        assert_eq!(k.len(), 32);
+        assert_ne!(k, key(b"other secret", &[1u8; 32]));
+        assert_ne!(k, key(b"secret", &[2u8; 32]));
+        assert_ne!(k, vec![1u8; 32], "not the token's hash itself");
     }
 
     #[test]
