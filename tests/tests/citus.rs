@@ -388,3 +388,127 @@ fn forge(token_id: &str, owner: &str, token: &str) -> String {
     };
     engram_core::binding_proof::sign(&claim, &key)
 }
+
+/// A worker stopped: calls for the owners it holds fail with a
+/// connection-class error (08xxx, retryable) and write nothing, while the
+/// owners on the other worker keep working, token-bound; once the worker is
+/// back, its owners' data is as it was. (Stops a node: scripts/test runs
+/// this binary's tests one at a time.)
+#[tokio::test]
+#[ignore = "needs the Citus cluster of scripts/test's Citus stage"]
+async fn citus_a_stopped_worker_fails_its_owners_retryably_and_spares_the_others() {
+    let c = coordinator("postgres").await;
+    let (down, up) = owners_on_both_workers(&c, "failover").await;
+    let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+    let emb = |i: usize| {
+        let mut v = vec!["0".to_string(); dims as usize];
+        v[i % dims as usize] = "1".into();
+        format!("[{}]", v.join(","))
+    };
+    for owner in [&down, &up] {
+        c.query(
+            &format!(
+                "SELECT * FROM engram.remember(owner => $1, content => 'kept before', embedding => '{}')",
+                emb(0)
+            ),
+            &[owner],
+        )
+        .await
+        .unwrap();
+    }
+    let token: String = c
+        .query_one("SELECT engram.create_token(owner => $1, label => 'failover')", &[&up])
+        .await
+        .unwrap()
+        .get(0);
+    let port = worker_of(&c, &down).await;
+    let (host, _) = workers()
+        .into_iter()
+        .find(|(_, p)| p.parse::<i32>().ok() == Some(port))
+        .expect("the worker of the owner");
+    let data = std::path::Path::new(&host).parent().unwrap().join("pgdata");
+    let data = data.to_str().unwrap();
+    pg_ctl(&["-D", data, "-w", "-m", "fast", "stop"]);
+    // Started again however the checks below end.
+    let _restart = Restart(data.to_string());
+    {
+        // The stopped worker's owner: a retryable, connection-class error.
+        let r = c
+            .query(
+                &format!(
+                    "SELECT * FROM engram.remember(owner => $1, content => 'while down', embedding => '{}')",
+                    emb(1)
+                ),
+                &[&down],
+            )
+            .await;
+        let e = r.expect_err("a write for an owner on a stopped worker must fail");
+        let code = e.code().map(|s| s.code().to_string()).unwrap_or_default();
+        assert!(
+            code.starts_with("08"),
+            "want a connection-class SQLSTATE, got {code}: {e:?}"
+        );
+        // The other worker's owner, through a token binding: unaffected.
+        let app = coordinator("engram_app").await;
+        app.batch_execute("BEGIN").await.unwrap();
+        app.query_one("SELECT engram.bind($1)", &[&token]).await.unwrap();
+        app.query(
+            &format!(
+                "SELECT * FROM engram.remember(content => 'while the other is down', embedding => '{}')",
+                emb(2)
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+        let found: i64 = app
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM engram.search(query_embedding => '{}', k => 10)",
+                    emb(2)
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        app.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(found, 2, "the live worker's owner searches its two memories");
+    }
+    drop(_restart);
+    // Back: the failed write left nothing, the kept memory is there.
+    let contents: Vec<String> = c
+        .query(
+            "SELECT content FROM engram.memories WHERE owner = $1 ORDER BY content",
+            &[&down],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(contents, vec!["kept before".to_string()]);
+}
+
+fn pg_ctl(args: &[&str]) {
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
+        .args(args)
+        .output()
+        .expect("runuser pg_ctl");
+    assert!(
+        out.status.success(),
+        "pg_ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts the stopped node (its data directory) again when dropped.
+struct Restart(String);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        let log = std::path::Path::new(&self.0).parent().unwrap().join("postgres.log");
+        pg_ctl(&["-D", &self.0, "-w", "-l", log.to_str().unwrap(), "start"]);
+    }
+}
