@@ -4868,6 +4868,14 @@ BEGIN
         EXECUTE format('SELECT pg_catalog.create_reference_table(%L)', format('engram.%I', t));
         v_refs := v_refs + 1;
     END LOOP;
+    -- The rows now live in the shards: the coordinator's own copies go,
+    -- once every table that references them is distributed too.
+    IF v_tables + v_refs > 0 THEN
+        FOREACH t IN ARRAY engram._distributed_tables() || engram._reference_tables() LOOP
+            EXECUTE 'SELECT pg_catalog.truncate_local_data_after_distributing_table($1::regclass)'
+                USING format('engram.%I', t);
+        END LOOP;
+    END IF;
     -- The statements Citus sends the workers carry bindings' proofs
     -- (engram._propagate_setting): no session there shows another's query
     -- text (pg_stat_activity), whatever role it shares. Every run applies it
