@@ -791,22 +791,43 @@ $fn$;
 -- reach the other tables' shards). Each row touches only its own owner's
 -- entries and sizes, which live on the same node.
 
--- AFTER INSERT, per row.
-CREATE FUNCTION engram._lists_inserted() RETURNS trigger
+-- Lists one memory: its entries, and the sizes of their lists.
+CREATE FUNCTION engram._list_add(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_lists bigint[];
+BEGIN
+    WITH e AS (
+        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
+        SELECT x.* FROM engram._list_entries(p_owner, p_internal_type, p_tags, p_id, p_embedding) x
+        RETURNING scope_entries.list)
+    SELECT array_agg(e.list) INTO v_lists FROM e;
+    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+END
+$fn$;
+
+-- Unlists one memory.
+CREATE FUNCTION engram._list_drop(p_owner text, p_id uuid) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_lists bigint[];
 BEGIN
-    IF NEW.status <> 'active' OR NEW.embedding IS NULL THEN
-        RETURN NULL;
+    WITH d AS (
+        DELETE FROM engram.scope_entries e WHERE e.owner = p_owner AND e.memory_id = p_id
+        RETURNING e.list)
+    SELECT array_agg(d.list) INTO v_lists FROM d;
+    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+END
+$fn$;
+
+-- AFTER INSERT, per row. (The triggers pass columns, not the row: on a
+-- Citus shard the row has the shard's type.)
+CREATE FUNCTION engram._lists_inserted() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
+        PERFORM engram._list_add(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding);
     END IF;
-    WITH e AS (
-        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-        SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
-        RETURNING scope_entries.list)
-    SELECT array_agg(e.list) INTO v_lists FROM e;
-    PERFORM engram._resize_lists(NEW.owner, v_lists,
-                                 array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
     RETURN NULL;
 END
 $fn$;
@@ -817,28 +838,14 @@ $fn$;
 -- embedding column would block engram.configure's ALTER COLUMN TYPE.
 CREATE FUNCTION engram._lists_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_old bigint[];
-    v_new bigint[];
 BEGIN
     IF (OLD.owner, OLD.internal_type, OLD.tags, OLD.status) IS NOT DISTINCT FROM (NEW.owner, NEW.internal_type, NEW.tags, NEW.status)
        AND OLD.embedding IS NOT DISTINCT FROM NEW.embedding THEN
         RETURN NULL;  -- rescore, flag and the like: nothing listed changed
     END IF;
-    WITH d AS (
-        DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
-        RETURNING e.list)
-    SELECT array_agg(d.list) INTO v_old FROM d;
-    PERFORM engram._resize_lists(OLD.owner, v_old,
-                                 array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_old), 0)]));
+    PERFORM engram._list_drop(OLD.owner, OLD.id);
     IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
-        WITH i AS (
-            INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-            SELECT x.* FROM engram._list_entries(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding) x
-            RETURNING scope_entries.list)
-        SELECT array_agg(i.list) INTO v_new FROM i;
-        PERFORM engram._resize_lists(NEW.owner, v_new,
-                                     array_fill(1::bigint, ARRAY[coalesce(cardinality(v_new), 0)]));
+        PERFORM engram._list_add(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding);
     END IF;
     RETURN NULL;
 END
@@ -847,15 +854,8 @@ $fn$;
 -- AFTER DELETE, per row (hard forget, purge, erasing an owner).
 CREATE FUNCTION engram._lists_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_lists bigint[];
 BEGIN
-    WITH d AS (
-        DELETE FROM engram.scope_entries e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id
-        RETURNING e.list)
-    SELECT array_agg(d.list) INTO v_lists FROM d;
-    PERFORM engram._resize_lists(OLD.owner, v_lists,
-                                 array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+    PERFORM engram._list_drop(OLD.owner, OLD.id);
     RETURN NULL;
 END
 $fn$;
