@@ -85,6 +85,19 @@ citus_cluster_up() {
   local db="$1" shards="$2" node
   for node in coord "${CITUS_WORKERS[@]}"; do
     citus_node_start "$node" "$db"
+  done
+  citus_db_up "$db" "$shards"
+  citus_psql coord "$db" -c "create extension if not exists pg_cron" ||
+    die "could not create pg_cron on the coordinator" "see $(citus_node_dir coord)/postgres.log"
+  citus_login_role "$db" engram_mcp
+}
+
+# citus_db_up DB SHARDS: DB with citus on every (started) node, the workers
+# added, engram created on the coordinator (Citus creates it on the workers)
+# and distributed over SHARDS shards. Idempotent.
+citus_db_up() {
+  local db="$1" shards="$2" node
+  for node in coord "${CITUS_WORKERS[@]}"; do
     if [ "$(citus_psql "$node" postgres -tAc "select 1 from pg_database where datname = '$db'")" != 1 ]; then
       citus_psql "$node" postgres -c "create database \"$db\""
     fi
@@ -94,12 +107,10 @@ citus_cluster_up() {
   for node in "${CITUS_WORKERS[@]}"; do
     citus_psql coord "$db" -tAc "select citus_add_node('$(citus_node_dir "$node")/run', $(citus_node_port "$node"))" >/dev/null
   done
-  citus_psql coord "$db" -c "create extension if not exists pg_cron" \
-    -c "create extension if not exists engram cascade" ||
-    die "could not create the extensions on the coordinator" "see $(citus_node_dir coord)/postgres.log"
-  step "engram.distribute(shard_count => $shards)"
+  citus_psql coord "$db" -c "create extension if not exists engram cascade" ||
+    die "could not create engram on the coordinator" "see $(citus_node_dir coord)/postgres.log"
+  step "engram.distribute(shard_count => $shards) in '$db'"
   citus_psql coord "$db" -tAc "select engram.distribute(shard_count => $shards)"
-  citus_login_role "$db" engram_mcp
 }
 
 # citus_login_role DB ROLE: like cluster_login_role, on every node (made in
@@ -126,16 +137,7 @@ citus_stop_all() {
 # as tests/src/lib.rs does in Citus mode.
 citus_template() {
   local shards="$1" node
-  for node in coord "${CITUS_WORKERS[@]}"; do
-    citus_psql "$node" postgres -c "create database engram_template"
-    citus_psql "$node" engram_template -c "create extension citus"
-  done
-  citus_psql coord engram_template -c "select citus_set_coordinator_host('$(citus_node_dir coord)/run', $CITUS_PORT)" >/dev/null
-  for node in "${CITUS_WORKERS[@]}"; do
-    citus_psql coord engram_template -tAc "select citus_add_node('$(citus_node_dir "$node")/run', $(citus_node_port "$node"))" >/dev/null
-  done
-  citus_psql coord engram_template -c "create extension engram cascade" \
-    -tAc "select engram.distribute(shard_count => $shards)" >/dev/null
+  citus_db_up engram_template "$shards" >/dev/null
   citus_login_role engram_template engram_app
   citus_login_role engram_template engram_mcp
   # Citus's maintenance daemon keeps a connection to every database with

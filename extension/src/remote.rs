@@ -1,19 +1,21 @@
 //! Bindings across the nodes of a Citus cluster (SPEC 12, docs/SCALING.md).
 //!
-//! On the coordinator `engram.bind` signs what it bound with the token's
-//! stored hash (engram_core::binding_proof) and sets the proof as
+//! On the coordinator `engram.bind` signs what it bound under a key derived
+//! from the database's secret and the token's stored hash
+//! (engram_core::binding_proof) and sets the proof as
 //! `engram.remote_binding` with `SET LOCAL`, which Citus sends to every
 //! worker the transaction reaches. There, row-level security (`_rls_owner`)
 //! shows the proven owner's rows once `engram._remote_owner` has checked the
-//! proof against the token, which no restricted role can read. The proof is
-//! checked once per transaction and proof text.
+//! proof against the token and the secret, which no restricted role can
+//! read. The proof is checked once per transaction and proof text; a cached
+//! answer still honours its expiry.
 
 use engram_core::binding_proof as proof;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 
-/// The proof of a binding of token `token_id` (whose stored hash is `key`)
-/// to `owner`, valid until `expires` (unix seconds).
+/// The proof of a binding of token `token_id` to `owner`, valid until
+/// `expires` (unix seconds), signed with `key` (`_binding_key`).
 #[pg_extern(immutable, strict, parallel_safe)]
 fn _sign_binding(token_id: &str, owner: &str, internal: bool, expires: i64, key: &[u8]) -> String {
     let claim = proof::Claim {
@@ -54,7 +56,8 @@ fn _binding_claim(text: &str) -> Option<pgrx::JsonB> {
     })
 }
 
-/// Whether `text` carries a valid MAC under `key` (the claimed token's hash).
+/// Whether `text` carries a valid MAC under `key` (`_binding_key` of the
+/// claimed token).
 #[pg_extern(immutable, strict, parallel_safe)]
 fn _binding_proof_valid(text: &str, key: &[u8]) -> bool {
     proof::parse(text).is_some_and(|(claim, tag)| proof::verify(&claim, &tag, key))
