@@ -66,10 +66,14 @@ citus_node_dir() { cluster_dir "$CITUS_NAME-$1"; }
 citus_node_start() {
   local node="$1" db="$2"
   # citus.local_hostname: how a node reaches itself (its socket directory).
+  # max_worker_processes: every database with citus runs a maintenance
+  # daemon, and the rebalancer's background task executor needs a slot too;
+  # Postgres's 8 run out with a handful of databases.
   ENGRAM_PRELOAD="citus,pg_cron,engram" ENGRAM_EXTRA_CONF="citus.local_hostname = '$(citus_node_dir "$node")/run'
 citus.shard_count = 32
 max_prepared_transactions = 100
-wal_level = logical" \
+wal_level = logical
+max_worker_processes = 64" \
     cluster_start "$CITUS_NAME-$node" "$(citus_node_port "$node")" "$db"
 }
 
@@ -153,4 +157,11 @@ citus_template() {
 citus_skipped_tests() {
   sed -n '/^## Tests that do not run on Citus/,/^## [^T]/p' "$ROOT/docs/SCALING.md" |
     grep -o '^| `[a-z0-9_]*`' | tr -d '|` ' | sed 's/^/--skip /'
+}
+
+# The MCP tests (tests/mcp) the same section lists, as pytest --deselect
+# arguments (a file, or file::test).
+citus_skipped_mcp_tests() {
+  sed -n '/^## Tests that do not run on Citus/,/^## [^T]/p' "$ROOT/docs/SCALING.md" |
+    grep -o '^| `test_[a-z0-9_]*\.py[a-z0-9_:]*`' | tr -d '|` ' | sed 's/^/--deselect /'
 }

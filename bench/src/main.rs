@@ -11,6 +11,7 @@ mod data;
 mod mcp;
 mod retrieval;
 mod stats;
+mod tenants;
 mod vision;
 
 use clap::Parser;
@@ -72,6 +73,19 @@ struct Args {
     /// Only vision_search at 1,000 and 10,000 images (SPEC 11; no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     vision_only: bool,
+    /// A Citus coordinator's database with engram distributed: run only the
+    /// multi-tenant comparison (--rows over --owners, one node vs Citus).
+    #[arg(long, env = "ENGRAM_BENCH_CITUS_DSN")]
+    citus_dsn: Option<String>,
+    /// Owners the multi-tenant comparison spreads --rows over.
+    #[arg(long, default_value_t = 1000)]
+    owners: usize,
+    /// Concurrent connections of the multi-tenant remember measurement.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Seconds of each multi-tenant remember measurement.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
     /// Chat sessions and questions of the retrieval evaluation.
     #[arg(long, default_value = "tests/data/retrieval.json")]
     retrieval_data: std::path::PathBuf,
@@ -277,6 +291,19 @@ async fn main() {
     }
     if a.vision_only {
         return vision::run(&c, a.queries).await;
+    }
+    if let Some(citus) = &a.citus_dsn {
+        let shape = tenants::Shape {
+            rows: a.rows,
+            owners: a.owners,
+            dims: a.dims,
+            centroids: a.centroids,
+            sigma: a.sigma,
+            queries: a.queries,
+            clients: a.clients,
+            seconds: a.seconds,
+        };
+        return tenants::run(&a.dsn, citus, &shape, a.reuse).await;
     }
     let version: String = c
         .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])

@@ -18,6 +18,9 @@ HOST = os.environ["ENGRAM_TEST_HOST"]
 PORT = os.environ["ENGRAM_TEST_PORT"]
 BIN = os.environ["ENGRAM_MCP_BIN"]
 MODEL_DIR = os.environ["ENGRAM_MODEL_DIR"]
+# Citus mode (the Citus stage of scripts/test): HOST/PORT name the
+# coordinator, and these its workers (`dir:port,dir:port`).
+CITUS_WORKERS = [tuple(w.rsplit(":", 1)) for w in os.environ.get("ENGRAM_TEST_CITUS_WORKERS", "").split(",") if w]
 
 
 # Raw Streamable HTTP requests, for what the SDK hides (status codes, headers).
@@ -27,9 +30,9 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "pytest", "version": "1"}}}
 
 
-def psql(db, sql):
+def psql(db, sql, host=HOST, port=PORT):
     out = subprocess.run(
-        ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", db, "-c", sql],
+        ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", host, "-p", port, "-U", "postgres", "-d", db, "-c", sql],
         check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
@@ -47,6 +50,14 @@ def anyio_backend():
 
 def new_database():
     name = f"mcp_{uuid.uuid4().hex[:8]}"
+    if CITUS_WORKERS:
+        # A distributed copy of the template that scripts/test made on every
+        # node: each node copies its part under the same name, and
+        # distribute() applies the database settings the copy lacks.
+        for host, port in CITUS_WORKERS + [(HOST, PORT)]:
+            psql("postgres", f"CREATE DATABASE {name} TEMPLATE engram_template", host, port)
+        psql(name, "SELECT engram.distribute()")
+        return name
     psql("postgres", f"CREATE DATABASE {name}")
     psql(name, "CREATE EXTENSION engram CASCADE")
     return name

@@ -428,3 +428,70 @@ pub fn sql_block(doc: &str, heading: &str) -> String {
     let end = section[start..].find("```").expect("end of sql block");
     section[start..start + end].to_string()
 }
+
+/// Everything engram defines, one line per object, sorted: functions with
+/// their signature, body hash, volatility, security and settings; columns,
+/// defaults, constraints, indexes, policies, privileges, types, and the
+/// extension's member list. Compared between an upgraded database and a
+/// fresh install (upgrade.rs), and between Citus nodes (citus.rs).
+pub const CATALOG: &str = r#"
+WITH ns AS (SELECT 'engram'::regnamespace AS oid)
+SELECT line FROM (
+    SELECT 'function ' || p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)
+           || ' args(' || pg_get_function_arguments(p.oid) || ')'
+           || ' lang=' || l.lanname || ' secdef=' || p.prosecdef || ' vol=' || p.provolatile::text
+           || ' par=' || p.proparallel::text || ' strict=' || p.proisstrict || ' cost=' || p.procost
+           || ' rows=' || p.prorows || ' config=' || coalesce(array_to_string(p.proconfig, ','), '')
+           || ' acl=' || coalesce(p.proacl::text, '') || ' bin=' || coalesce(p.probin, '')
+           || ' src=' || md5(p.prosrc) AS line
+    FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang, ns WHERE p.pronamespace = ns.oid
+    UNION ALL
+    SELECT 'relation ' || c.relname || ' kind=' || c.relkind::text || ' rls=' || c.relrowsecurity
+           || ' force=' || c.relforcerowsecurity || ' persistence=' || c.relpersistence::text
+           || ' acl=' || coalesce(c.relacl::text, '')
+    FROM pg_class c, ns WHERE c.relnamespace = ns.oid
+    UNION ALL
+    SELECT 'column ' || c.relname || '.' || a.attname || ' #' || a.attnum || ' '
+           || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
+           || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+           || ' generated=' || a.attgenerated::text || ' identity=' || a.attidentity::text
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum, ns
+    WHERE c.relnamespace = ns.oid AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid, ns WHERE c.relnamespace = ns.oid
+    UNION ALL
+    SELECT 'constraint ' || x.conrelid::regclass::text || ' ' || x.conname || ' ' || pg_get_constraintdef(x.oid)
+    FROM pg_constraint x, ns WHERE x.connamespace = ns.oid
+    UNION ALL
+    SELECT 'policy ' || p.tablename || ' ' || p.policyname || ' ' || p.permissive || ' ' || p.roles::text
+           || ' ' || p.cmd || ' ' || coalesce(p.qual, '') || ' ' || coalesce(p.with_check, '')
+    FROM pg_policies p WHERE p.schemaname = 'engram'
+    UNION ALL
+    SELECT 'type ' || t.typname || ' ' || t.typtype::text FROM pg_type t, ns WHERE t.typnamespace = ns.oid
+    UNION ALL
+    SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid, ns WHERE c.relnamespace = ns.oid AND NOT t.tgisinternal
+    UNION ALL
+    SELECT 'schema acl=' || coalesce(n.nspacl::text, '') FROM pg_namespace n, ns WHERE n.oid = ns.oid
+    UNION ALL
+    SELECT 'member ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+    FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+    WHERE d.refclassid = 'pg_extension'::regclass AND e.extname = 'engram' AND d.deptype = 'e'
+    UNION ALL
+    SELECT 'config ' || c.relname || ' ' || coalesce(e.extcondition[i], '')
+    FROM pg_extension e, unnest(e.extconfig) WITH ORDINALITY AS u(oid, i) JOIN pg_class c ON c.oid = u.oid
+    WHERE e.extname = 'engram'
+) all_lines ORDER BY line
+"#;
+
+/// The CATALOG lines of the database `c` is connected to.
+pub async fn catalog(c: &Client) -> Vec<String> {
+    c.query(CATALOG, &[])
+        .await
+        .expect("catalog")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
