@@ -141,6 +141,11 @@ citus_stop_all() {
 # as tests/src/lib.rs does in Citus mode.
 citus_template() {
   local shards="$1" node
+  # Made anew on every run: a kept cluster's template is closed to
+  # connections, and may hold an older engram.
+  for node in coord "${CITUS_WORKERS[@]}"; do
+    citus_psql "$node" postgres -qc "drop database if exists engram_template with (force)"
+  done
   citus_db_up engram_template "$shards" >/dev/null
   citus_login_role engram_template engram_app
   citus_login_role engram_template engram_mcp

@@ -2599,15 +2599,21 @@ END
 $fn$;
 
 -- An owner's resources (every token holder of the owner reads them: MCP
--- resources/list), newest first.
+-- resources/list), newest first. Each row is fetched and then made JSON
+-- here: a whole-row argument inside the query would, on Citus, go to the
+-- shard, whose row type _resource_json does not take.
 CREATE FUNCTION engram.resources(owner text DEFAULT NULL) RETURNS SETOF jsonb
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_owner text := engram._caller(resources.owner, NULL, NULL, false);
+    r       engram.memories;
 BEGIN
-    RETURN QUERY SELECT engram._resource_json(m) FROM engram.memories m
-    WHERE m.owner = v_owner AND m.source = 'resource' AND m.status = 'active'
-    ORDER BY m.updated_at DESC, m.id;
+    FOR r IN SELECT * FROM engram.memories m
+             WHERE m.owner = v_owner AND m.source = 'resource' AND m.status = 'active'
+             ORDER BY m.updated_at DESC, m.id
+    LOOP
+        RETURN NEXT engram._resource_json(r);
+    END LOOP;
 END
 $fn$;
 

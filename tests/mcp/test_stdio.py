@@ -61,7 +61,7 @@ async def test_stdio_session_id_reaches_capture(database, tokens):
     async with stdio_session(database, tokens["alice"], ENGRAM_SESSION_ID="stdio-s1") as s:
         r, err = await call(s, "memory_capture", event_type="observation", content="stdio capture works")
         assert not err, r
-    assert psql(database, "SELECT count(*) FROM engram.events e JOIN engram.memories m ON m.id = e.memory_id "
+    assert psql(database, "SELECT count(*) FROM engram.events e JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id "
                           "WHERE e.owner = 'alice' AND e.session_id = 'stdio-s1' "
                           "AND m.content = 'stdio capture works'") == "1"
 

@@ -21,7 +21,7 @@ SNAPSHOT = f"""SELECT string_agg(concat_ws('|', m.id, m.kind, m.content, m.tags,
                          m.archive_reason, m.revision, m.correction_count, m.created_at, m.updated_at,
                          m.session_id, m.access_level,
                          (SELECT string_agg(concat_ws('/', r.revision, r.content, r.tags, r.written_at), ';'
-                                            ORDER BY r.revision) FROM engram.revisions r WHERE r.memory_id = m.id)),
+                                            ORDER BY r.revision) FROM engram.revisions r WHERE r.owner = m.owner AND r.memory_id = m.id)),
                          E'\\n' ORDER BY m.id)
                FROM engram.memories m WHERE m.owner = '{OWNER}'"""
 
@@ -134,7 +134,7 @@ def test_a_file_does_not_pick_its_owner_or_vouch_for_itself(database, tmp_path):
     p = cli(database, "import", "--owner", "alice", str(f))
     assert p.returncode == 0 and "1 created" in p.stderr, p.stderr
     row = psql(database, f"""SELECT concat_ws('|', m.owner, m.source, m.author_type, m.trust_score <= 0.7, r.changed_by)
-                              FROM engram.memories m JOIN engram.revisions r ON r.memory_id = m.id
+                              FROM engram.memories m JOIN engram.revisions r ON r.owner = m.owner AND r.memory_id = m.id
                               WHERE m.id = '{line['id']}'""")
     assert row == "alice|memory|agent|t|postgres", row
 
@@ -144,7 +144,7 @@ def test_a_file_does_not_pick_its_owner_or_vouch_for_itself(database, tmp_path):
     p = cli(database, "import", "--keep-provenance", str(f))
     assert p.returncode == 0 and "1 created" in p.stderr and "keep-provenance" in p.stderr, p.stderr
     row = psql(database, f"""SELECT concat_ws('|', m.owner, m.source, m.author_type, m.trust_score, r.changed_by)
-                              FROM engram.memories m JOIN engram.revisions r ON r.memory_id = m.id
+                              FROM engram.memories m JOIN engram.revisions r ON r.owner = m.owner AND r.memory_id = m.id
                               WHERE m.id = '{kept['id']}'""")
     assert row == "bob|resource|human|1|the-ceo", row
 

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.6.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.8.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -674,5 +674,48 @@ async fn upgrade_from_0_7_0_widens_every_key_to_the_owner_and_equals_a_fresh_ins
         .map(|r| r.get(0))
         .collect();
     assert_eq!(ids, vec![chess]);
+    app.batch_execute("COMMIT").await.unwrap();
+}
+
+#[tokio::test]
+async fn upgrade_from_0_8_0_keeps_every_row_and_equals_a_fresh_install() {
+    let (name, old) = install("0.8.0").await;
+    // A populated 0.8.0 database: memories with a revision and access
+    // counts, a resource, a workspace with an event, audit rows, a token.
+    let (tea, _chess, _gone) = tagged_memories(&old).await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
+         SELECT engram.resource_create(owner => 'alice', name => 'runbook', content => 'restart the ferry api', embedding => '[0,0,1,0]');
+         SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
+                               session_id => 's1', workspace => 'api');
+         SELECT count(*) FROM engram.recall(owner => 'alice', id => '{tea}');"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.source, m.content, m.tags, m.status, m.revision,
+                                              m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', r.memory_id, r.revision, r.content), ',' ORDER BY r.memory_id, r.revision) FROM engram.revisions r)
+                    || (SELECT string_agg(concat_ws('/', a.memory_id, a.access_count), ',' ORDER BY a.memory_id) FROM engram.memory_access a)
+                    || (SELECT string_agg(concat_ws('/', l.owner, l.action), ',' ORDER BY l.id) FROM engram.audit_log l)
+                    || (SELECT string_agg(concat_ws('/', u.owner, u.memories, u.events, u.workspaces), ',' ORDER BY u.owner) FROM engram.owner_locks u)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+
+    // The 0.8.0 token binds, and the rewritten engram.resources() lists the
+    // resource written under 0.8.0.
+    let app = bound_app(&name, &token, "0.8.0").await;
+    let names: Vec<String> = app
+        .query("SELECT r ->> 'name' FROM engram.resources() r", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, vec!["runbook".to_string()]);
     app.batch_execute("COMMIT").await.unwrap();
 }
