@@ -685,6 +685,7 @@ async fn upgrade_from_0_8_0_keeps_every_row_and_equals_a_fresh_install() {
     let (tea, _chess, _gone) = tagged_memories(&old).await;
     old.batch_execute(&format!(
         "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
+         SELECT engram.workspace_create(owner => 'alice', name => 'api');
          SELECT engram.resource_create(owner => 'alice', name => 'runbook', content => 'restart the ferry api', embedding => '[0,0,1,0]');
          SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
                                session_id => 's1', workspace => 'api');
