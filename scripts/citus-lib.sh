@@ -68,12 +68,14 @@ citus_node_start() {
   # citus.local_hostname: how a node reaches itself (its socket directory).
   # max_worker_processes: every database with citus runs a maintenance
   # daemon, and the rebalancer's background task executor needs a slot too;
-  # Postgres's 8 run out with a handful of databases.
+  # Postgres's 8 run out with a handful of databases. max_connections: the
+  # workers' daemons keep a connection to the coordinator per database.
   ENGRAM_PRELOAD="citus,pg_cron,engram" ENGRAM_EXTRA_CONF="citus.local_hostname = '$(citus_node_dir "$node")/run'
 citus.shard_count = 32
 max_prepared_transactions = 100
 wal_level = logical
-max_worker_processes = 64" \
+max_worker_processes = 64
+max_connections = 400" \
     cluster_start "$CITUS_NAME-$node" "$(citus_node_port "$node")" "$db"
 }
 
@@ -169,4 +171,17 @@ citus_skipped_tests() {
 citus_skipped_mcp_tests() {
   sed -n '/^## Tests that do not run on Citus/,/^## [^T]/p' "$ROOT/docs/SCALING.md" |
     grep -o '^| `test_[a-z0-9_]*\.py[a-z0-9_:]*`' | tr -d '|` ' | sed 's/^/--deselect /'
+}
+
+# citus_drop_databases PATTERN: drops the databases whose names match the
+# SQL regular expression PATTERN on every node (the test suites' copies):
+# each database with citus keeps a maintenance daemon per node, and the
+# workers' daemons a connection to the coordinator.
+citus_drop_databases() {
+  local pattern="$1" node db
+  for node in coord "${CITUS_WORKERS[@]}"; do
+    for db in $(citus_psql "$node" postgres -tAc "select datname from pg_database where datname ~ '$pattern'"); do
+      citus_psql "$node" postgres -qc "drop database \"$db\" with (force)" >/dev/null
+    done
+  done
 }

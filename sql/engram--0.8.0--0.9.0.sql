@@ -1,6 +1,10 @@
 -- engram 0.8.0 -> 0.9.0 (ALTER EXTENSION engram UPDATE TO '0.9.0')
 --
 -- 0.9.0 changes only the SQL API (issue 19, the MCP suite on Citus):
+-- engram.search() and engram.ghost_search() return each hit's source
+-- (memory, skill, resource) as a last column, so that a caller needs no
+-- direct read of engram.memories after the search (which Citus refuses in
+-- the same transaction: the search recorded accesses as another role);
 -- engram.resources() builds each resource's JSON from a row it fetched,
 -- instead of passing the whole row of engram.memories to a function inside
 -- the query (Citus sends such a query to the shards, where the row type is

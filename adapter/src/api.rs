@@ -242,38 +242,15 @@ async fn search_memories(
     let v = match q.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         Some(text) => {
             let embedding = embed(&s, &c, text, "q", crate::tools::MAX_QUERY_BYTES).await?;
-            let mut hits = crate::db::reading(one(
+            crate::db::reading(one(
                 &s,
                 &c,
                 "SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'content', h.content, 'kind', h.kind,
-                        'tags', h.tags, 'score', h.score) ORDER BY h.score DESC), '[]')
+                        'tags', h.tags, 'score', h.score, 'source', h.source) ORDER BY h.score DESC), '[]')
                  FROM engram.search(query_embedding => $1, query_text => $2, k => $3) h",
                 &[&embedding, &text, &limit],
             ))
-            .await?;
-            // The hits' sources, read in a transaction of their own: search
-            // records accesses as the extension's owner, and on Citus a
-            // read of those shards by the caller's role in the same
-            // transaction fails (25001, docs/SCALING.md "Limits").
-            let ids: Vec<uuid::Uuid> = hits
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h["id"].as_str()?.parse().ok())
-                .collect();
-            let sources = crate::db::reading(one(
-                &s,
-                &c,
-                "SELECT coalesce(jsonb_object_agg(m.id, m.source), '{}')
-                 FROM engram.memories m WHERE m.id = ANY($1)",
-                &[&ids],
-            ))
-            .await?;
-            for h in hits.as_array_mut().into_iter().flatten() {
-                let source = h["id"].as_str().and_then(|id| sources.get(id)).cloned();
-                h["source"] = source.unwrap_or(Value::Null);
-            }
-            hits
+            .await?
         }
         None => {
             crate::db::reading(one(

@@ -685,17 +685,26 @@ BEGIN
         END IF;
     END IF;
     IF v_rows IS NULL THEN
-        -- EXPLAIN plans with the actual values, so the estimate sees the
-        -- tags' and owner's frequencies from the column statistics.
-        -- (Every parameter appears in the text: Citus sends a shard's
-        -- EXPLAIN only the types of those that do.)
-        EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
-                || ' AND $1 IS NOT NULL AND $11::integer IS NULL AND $12::integer IS NULL'
-            INTO v_plan
-            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                  s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
-                  s.max_level, s.space, s.group_id;
-        v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+        IF v_citus AND s.owner IS NULL THEN
+            -- A space's or group's publications (many owners) on Citus:
+            -- their count bounds the scope. (EXPLAIN of this multi-shard
+            -- query fails on the shards with NULL parameters: "could not
+            -- determine data type of parameter $1".)
+            SELECT count(*) INTO v_rows FROM engram.publications p
+            WHERE (s.space IS NULL OR p.space = s.space) AND (s.group_id IS NULL OR p.group_id = s.group_id);
+        ELSE
+            -- EXPLAIN plans with the actual values, so the estimate sees the
+            -- tags' and owner's frequencies from the column statistics.
+            -- (Every parameter appears in the text: Citus sends a shard's
+            -- EXPLAIN only the types of those that do.)
+            EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
+                    || ' AND $1 IS NOT NULL AND $11::integer IS NULL AND $12::integer IS NULL'
+                INTO v_plan
+                USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                      s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
+                      s.max_level, s.space, s.group_id;
+            v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+        END IF;
         v_total := greatest(v_total, v_rows);
         IF v_rows <= engram._setting_exact_search_rows()
            OR v_rows / v_total < engram._setting_hnsw_min_selectivity() THEN
@@ -1488,7 +1497,8 @@ $fn$;
 
 CREATE TYPE engram.search_hit AS (
     id uuid, content text, kind text, tags text[], metadata jsonb,
-    similarity real, score real, trust_score real, staleness_score real, created_at timestamptz);
+    similarity real, score real, trust_score real, staleness_score real, created_at timestamptz,
+    source text);
 
 -- Counts an access for each id, in the stats table beside the memories
 -- (never in the rows the HNSW index points at). Skipped in read-only
@@ -1622,7 +1632,7 @@ BEGIN
         SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
                              engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
                                                m.staleness_score, v_weight),
-                             m.trust_score, m.staleness_score, m.created_at)::engram.search_hit
+                             m.trust_score, m.staleness_score, m.created_at, m.source)::engram.search_hit
                          ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
                                                     m.staleness_score, v_weight) DESC, m.id)
         INTO v_hits
@@ -1648,12 +1658,12 @@ BEGIN
                CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
                     -- the text leg ranks exact-token matches at 1 and above
                     ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
-               m.trust_score, m.staleness_score, m.created_at
+               m.trust_score, m.staleness_score, m.created_at, m.source
         FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
     )
     SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim,
                          engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight),
-                         x.trust_score, x.staleness_score, x.created_at)::engram.search_hit
+                         x.trust_score, x.staleness_score, x.created_at, x.source)::engram.search_hit
                      ORDER BY engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight) DESC, x.id)
     INTO v_hits
     FROM scored x
@@ -1679,7 +1689,7 @@ CREATE FUNCTION engram.search(
     min_similarity real DEFAULT 0,
     include_archived boolean DEFAULT false)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
-               score real, trust_score real, staleness_score real, created_at timestamptz)
+               score real, trust_score real, staleness_score real, created_at timestamptz, source text)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_owner text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
@@ -3078,7 +3088,7 @@ CREATE FUNCTION engram.ghost_search(
     tags_any text[] DEFAULT NULL,
     min_similarity real DEFAULT 0)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
-               score real, trust_score real, staleness_score real, created_at timestamptz)
+               score real, trust_score real, staleness_score real, created_at timestamptz, source text)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_accessor text := engram._owner(ghost_search.accessor);
@@ -4328,7 +4338,7 @@ BEGIN
                          'score', round(h.score::numeric, 4), 'age_s', round(extract(epoch FROM now() - h.created_at)))
                          ORDER BY h.n), '[]')
                      FROM (SELECT x.* FROM unnest(v_hits) WITH ORDINALITY AS x(id, content, kind, tags, metadata,
-                               similarity, score, trust_score, staleness_score, created_at, n)
+                               similarity, score, trust_score, staleness_score, created_at, source, n)
                            WHERE x.id <> ALL (coalesce(v_shown, '{}')) ORDER BY x.n LIMIT v_depth) h)),
         context.budget_chars);
     PERFORM engram._touch(v_owner, ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_result -> 'memories') x));

@@ -81,7 +81,8 @@ async def test_spaces_over_mcp(server, tokens, database):
         assert not err and r["id"] == ferry and r["publication_id"]
     space = {"X-User-Id": "ivan", "X-Internal-Type": "ghost", "X-Ghost-Type": "space", "X-Ghost-Space": "harbour"}
     async with mcp_session(server, tokens["platform"], **space) as s:
-        r, _ = await call(s, "memory_search", query="harbour", limit=20)
+        r, err = await call(s, "memory_search", query="harbour", limit=20)
+        assert not err, r
         assert [h["id"] for h in r["results"]] == [ferry]
         # plus the accessor's own ghost memories of this space, through the internal tools
         r, _ = await call(s, "memory_internal_create", content="Ivan asked the harbour space about the ferry")

@@ -39,6 +39,40 @@ async fn vector_search_ranks_by_similarity_and_reports_scores() {
 }
 
 #[tokio::test]
+async fn search_reports_each_hits_source_in_both_legs() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let note = create(c, "alice", "ferry timetable note", &[1.0, 0.0, 0.0, 0.0], "").await;
+    let resource: String = c
+        .query_one(
+            "SELECT engram.resource_create(owner => 'alice', name => 'ferry runbook',
+                 content => 'ferry timetable runbook', embedding => '[0.9,0.1,0,0]') ->> 'id'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let resource: Uuid = resource.parse().unwrap();
+    // Vector only, then hybrid (the fused leg builds its hits apart).
+    for sql in [
+        "SELECT id, source FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]')",
+        "SELECT id, source FROM engram.search(owner => 'alice', query_embedding => '[1,0,0,0]', query_text => 'ferry timetable')",
+    ] {
+        let mut got: Vec<(Uuid, String)> = c
+            .query(sql, &[])
+            .await
+            .expect(sql)
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        got.sort();
+        let mut want = vec![(note, "memory".to_string()), (resource, "resource".to_string())];
+        want.sort();
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
+#[tokio::test]
 async fn hybrid_search_finds_rare_token_the_embedding_misses() {
     let db = TestDb::new(4).await;
     let c = &db.admin;
