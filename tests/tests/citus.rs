@@ -849,3 +849,69 @@ async fn citus_a_third_worker_and_rebalancing_lose_nothing() {
         "{owner}: 6 memories (one forgotten) plus the new one"
     );
 }
+
+/// Every node has Citus's metadata, so a worker can be an entry point (an
+/// engram-mcp pointed at it, to spread the coordinator's work), with local
+/// execution off for that role there: the restricted role bound on a worker
+/// with its token writes and searches its owner's rows wherever they live,
+/// and sees no other owner's. (With local execution on, a call through the
+/// worker that holds the owner's shard fails: "cannot switch local
+/// execution status from local execution required to local execution
+/// disabled", the error that also stops function delegation.)
+#[tokio::test]
+#[ignore = "needs the Citus cluster of scripts/test's Citus stage"]
+async fn citus_a_worker_serves_engram_calls_as_an_entry_point() {
+    let c = coordinator("postgres").await;
+    let (a, b) = owners_on_both_workers(&c, "entry").await;
+    let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+    let probe = format!("[1{}]", ",0".repeat(dims as usize - 1));
+    insert_raw(&c, &b, "secret of b", &[], &probe).await;
+    let token: String = c
+        .query_one("SELECT engram.create_token(owner => $1, label => 'entry')", &[&a])
+        .await
+        .unwrap()
+        .get(0);
+    // Through each worker in turn: one holds a's shard, the other does not.
+    for (n, (host, port)) in workers().iter().enumerate() {
+        let app = connect_node(host, port, "engram_app").await;
+        app.batch_execute("SET citus.enable_local_execution = off")
+            .await
+            .unwrap();
+        let content = format!("written through worker {port}");
+        app.batch_execute("BEGIN").await.unwrap();
+        app.query_one("SELECT engram.bind($1)", &[&token]).await.unwrap();
+        let status: String = app
+            .query_one(
+                &format!("SELECT status FROM engram.remember(content => $1, embedding => '{probe}', force => true)"),
+                &[&content],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("remember through {port}: {e:?}"))
+            .get(0);
+        app.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(status, "created");
+        app.batch_execute("BEGIN").await.unwrap();
+        app.query_one("SELECT engram.bind($1)", &[&token]).await.unwrap();
+        let found: Vec<String> = app
+            .query(
+                &format!("SELECT content FROM engram.search(query_embedding => '{probe}', k => 10)"),
+                &[],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("search through {port}: {e:?}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        app.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(found.len(), n + 1, "{found:?}");
+        assert!(found.contains(&content), "{found:?}");
+        assert!(!found.iter().any(|f| f == "secret of b"), "{found:?}");
+    }
+    // The coordinator sees the same rows, on a's worker.
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM engram.memories WHERE owner = $1", &[&a])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2);
+}
