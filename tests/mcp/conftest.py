@@ -31,9 +31,14 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 def psql(db, sql, host=HOST, port=PORT):
-    out = subprocess.run(
-        ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", host, "-p", port, "-U", "postgres", "-d", db, "-c", sql],
-        check=True, capture_output=True, text=True)
+    args = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", host, "-p", port, "-U", "postgres", "-d", db]
+    # A long statement (thousands of ids) goes through standard input: one
+    # argument may not exceed 128 KiB (Linux's MAX_ARG_STRLEN).
+    if len(sql) > 64 * 1024:
+        assert ";" not in sql.rstrip().rstrip(";"), "a long psql() input must be one statement"
+        out = subprocess.run(args, input=sql, check=True, capture_output=True, text=True)
+    else:
+        out = subprocess.run(args + ["-c", sql], check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
 
