@@ -36,7 +36,7 @@ def psql(db, sql, host=HOST, port=PORT):
     # argument may not exceed 128 KiB (Linux's MAX_ARG_STRLEN).
     if len(sql) > 64 * 1024:
         assert ";" not in sql.rstrip().rstrip(";"), "a long psql() input must be one statement"
-        out = subprocess.run(args, input=sql, check=True, capture_output=True, text=True)
+        out = subprocess.run(args, input=sql.rstrip().rstrip(";") + ";\n", check=True, capture_output=True, text=True)
     else:
         out = subprocess.run(args + ["-c", sql], check=True, capture_output=True, text=True)
     return out.stdout.strip()
