@@ -486,6 +486,14 @@ SELECT line FROM (
 ) all_lines ORDER BY line
 "#;
 
+/// The installed version of engram in the database `c` is connected to.
+pub async fn extversion(c: &Client) -> String {
+    c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
+        .await
+        .expect("engram's version")
+        .get(0)
+}
+
 /// The CATALOG lines of the database `c` is connected to.
 pub async fn catalog(c: &Client) -> Vec<String> {
     c.query(CATALOG, &[])

@@ -114,19 +114,10 @@ async fn citus_distribute_placed_every_table_by_owner_and_is_idempotent() {
     let again: String = c.query_one("SELECT engram.distribute()", &[]).await.unwrap().get(0);
     assert!(again.contains("already distributed"), "{again}");
     // The workers have engram (Citus created it there) at the coordinator's version.
-    let version: String = c
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let version = extversion(&c).await;
     for (host, port) in workers() {
         let w = connect_node(&host, &port, "postgres").await;
-        let v: String = w
-            .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(v, version, "engram on worker {port}");
+        assert_eq!(extversion(&w).await, version, "engram on worker {port}");
     }
 }
 
@@ -526,16 +517,25 @@ async fn recreate_database(root: &Client, name: &str) {
     }
 }
 
+/// `name` on the node at `host:port`, new and empty but for citus: what a
+/// DBA prepares on each node.
+async fn database_with_citus(host: &str, port: &str, name: &str) {
+    let root = connect_path(host, port, "postgres", "postgres").await;
+    recreate_database(&root, name).await;
+    connect_path(host, port, name, "postgres")
+        .await
+        .batch_execute("CREATE EXTENSION citus")
+        .await
+        .unwrap();
+}
+
 /// A new database on every node with citus, the coordinator's host set and
 /// `workers` added: what a DBA has before `CREATE EXTENSION engram`.
 async fn citus_database(tag: &str, workers: &[(String, String)]) -> (String, Client) {
     let name = format!("{tag}_{}", std::process::id());
     let coordinator = (env("ENGRAM_CITUS_HOST"), env("ENGRAM_CITUS_PORT"));
     for (host, port) in workers.iter().chain([&coordinator]) {
-        let root = connect_path(host, port, "postgres", "postgres").await;
-        recreate_database(&root, &name).await;
-        let db = connect_path(host, port, &name, "postgres").await;
-        db.batch_execute("CREATE EXTENSION citus").await.unwrap();
+        database_with_citus(host, port, &name).await;
     }
     let c = connect_path(&coordinator.0, &coordinator.1, &name, "postgres").await;
     let port = |p: &str| p.parse::<i32>().expect("port");
@@ -563,13 +563,6 @@ fn previous_version() -> String {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .find_map(|f| f.strip_suffix(&want)?.strip_prefix("engram--").map(str::to_string))
         .unwrap_or_else(|| panic!("no sql/engram--<previous>{want}"))
-}
-
-async fn extversion(c: &Client) -> String {
-    c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-        .await
-        .unwrap()
-        .get(0)
 }
 
 /// What owners' memories look like: each owner's search results in rank
@@ -733,13 +726,7 @@ async fn citus_a_third_worker_and_rebalancing_lose_nothing() {
     let (spare_host, spare_port) = (spare_host.to_string(), spare_port.to_string());
     let (name, c) = citus_database("rebal", &workers()).await;
     // The spare gets the database and citus, as a DBA prepares a new node.
-    let root = connect_path(&spare_host, &spare_port, "postgres", "postgres").await;
-    recreate_database(&root, &name).await;
-    connect_path(&spare_host, &spare_port, &name, "postgres")
-        .await
-        .batch_execute("CREATE EXTENSION citus")
-        .await
-        .unwrap();
+    database_with_citus(&spare_host, &spare_port, &name).await;
     c.batch_execute("CREATE EXTENSION engram CASCADE").await.unwrap();
     c.query_one("SELECT engram.distribute(shard_count => 6)", &[])
         .await

@@ -25,12 +25,7 @@ async fn update_keeping(old: &Client, snapshot: &str) {
     old.batch_execute("ALTER EXTENSION engram UPDATE")
         .await
         .expect("ALTER EXTENSION engram UPDATE");
-    let version: String = old
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'engram'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(extversion(old).await, env!("CARGO_PKG_VERSION"));
     let after: String = old.query_one(snapshot, &[]).await.unwrap().get(0);
     assert_eq!(after, before, "data changed in the upgrade");
     assert_same_catalog_as_a_fresh_install(old).await;
