@@ -469,9 +469,10 @@ $fn$;
 -- and the statement is static: plpgsql caches its plan. Dynamic SQL
 -- re-planned it on every search (0.25-0.4 ms of planning against ~0.15 ms
 -- of execution for a small list). The one right plan is forced, since a
--- generic plan cannot see the values: an index-only scan of the list's
--- range (with scan types off, not a sequential scan that a large list's
--- estimate would pick), top-n, then one primary-key lookup per candidate
+-- generic plan cannot see the values: an index scan of the list's block
+-- rows (with scan types off, not a sequential scan that a large list's
+-- estimate would pick) folded into the top-n by engram._nearest (one Rust
+-- call per block of ~18 entries), then one primary-key lookup per candidate
 -- (the LATERAL with OFFSET 0 is never flattened into a join); no JIT, which
 -- the generic plan's cost estimate would otherwise buy for ~13 ms per call,
 -- and no parallel workers.
@@ -484,9 +485,9 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
     RETURN format($q$
     WITH c AS MATERIALIZED (
-        SELECT e.memory_id, engram._qdist(e.qvec, $17) AS d8 FROM engram.scope_entries e
-        WHERE e.owner = $2 AND e.list = $16
-        ORDER BY 2 LIMIT $12)
+        SELECT x.memory_id, x.d8
+        FROM engram._candidates((SELECT engram._nearest(b.entries, b.n, $17, $12) FROM engram.scope_blocks b
+                                 WHERE b.owner = $2 AND b.list = $16)) x)
     SELECT array_agg(m.id ORDER BY m.d, m.id), array_agg(m.d ORDER BY m.d, m.id), (SELECT max(c2.d8) FROM c c2)
     FROM c CROSS JOIN LATERAL (
         SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s
@@ -753,29 +754,37 @@ END
 $fn$;
 
 ---------------------------------------------------------------------------
--- scope lists (engram.scope_entries, engram.scope_sizes; since 0.4.0)
+-- scope lists (engram.scope_blocks, engram.scope_entries, engram.scope_sizes;
+-- since 0.4.0, packed in blocks since 0.10.0; see schema.sql)
 ---------------------------------------------------------------------------
 -- Kept by triggers on engram.memories in the writing transaction, so every
 -- write path (remember, update, forget, expire, purge, set_embeddings, a
 -- DBA's own INSERT or DELETE) keeps them exact. Only active memories with an
 -- embedding have entries.
 
-CREATE TYPE engram.list_entry AS (owner text, list bigint, memory_id uuid, qvec bytea);
+-- The nearest entries of a list: folds its block rows into the k nearest
+-- to a quantized query (engram-core blocks::fold_block), as
+-- engram._candidates unpacks them. An aggregate, so that the block rows
+-- stream from the index scan into Rust without being collected first, and
+-- so that on Citus the whole scan runs on the owner's shard.
+CREATE OR REPLACE AGGREGATE engram._nearest(entries bytea, n integer, query bytea, k integer) (
+    SFUNC = engram._nearest_step,
+    STYPE = bytea,
+    INITCOND = ''
+);
 
--- The entries of one memory: its owner's whole list and one per distinct tag.
-CREATE FUNCTION engram._list_entries(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
-RETURNS SETOF engram.list_entry
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-BEGIN
-    RETURN QUERY
-    SELECT p_owner, engram._list_key(p_internal_type, l.tag), p_id, q.qvec
-    FROM (SELECT engram._quantize(p_embedding::real[]) AS qvec) q,
-         (SELECT DISTINCT t AS tag FROM unnest(array_prepend('', p_tags)) t WHERE t IS NOT NULL) l;
-END
+-- The sorted, distinct keys of the lists of a memory of internal type
+-- p_internal_type with tags p_tags: its owner's whole list and one per tag.
+CREATE FUNCTION engram._list_keys(p_internal_type text, p_tags text[]) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT ARRAY(SELECT DISTINCT engram._list_key(p_internal_type, t)
+                 FROM unnest(array_prepend('', p_tags)) t WHERE t IS NOT NULL ORDER BY 1)
 $fn$;
 
 -- Adds deltas to list sizes, in key order: concurrent writers lock the
--- size rows in the same order and never deadlock.
+-- size rows in the same order and never deadlock. Every change to a list's
+-- blocks happens after this, under the lock of the list's size row, so
+-- two writers never fill or empty the same block at once.
 -- A list that became empty loses its size row: erasing an owner leaves
 -- nothing of it here.
 CREATE FUNCTION engram._resize_lists(p_owner text, p_lists bigint[], p_deltas bigint[]) RETURNS void
@@ -788,7 +797,7 @@ BEGIN
     -- the owner's shard (a trigger on a shard may not fan out).
     INSERT INTO engram.scope_sizes AS z (owner, list, n)
     SELECT p_owner, d.list, sum(d.delta) FROM unnest(p_lists, p_deltas) AS d(list, delta)
-    GROUP BY d.list HAVING sum(d.delta) <> 0 ORDER BY d.list
+    GROUP BY d.list ORDER BY d.list
     ON CONFLICT (owner, list) DO UPDATE SET n = z.n + excluded.n;
     DELETE FROM engram.scope_sizes z WHERE z.owner = p_owner AND z.list = ANY (p_lists) AND z.n = 0;
 END
@@ -800,32 +809,109 @@ $fn$;
 -- reach the other tables' shards). Each row touches only its own owner's
 -- entries and sizes, which live on the same node.
 
--- Lists one memory: its entries, and the sizes of their lists.
+-- Lists one memory: appends its entry (id and int8 vector) to the last
+-- block of each of its lists, or starts a new block where that one is full
+-- (or holds vectors of another width, after engram.configure).
 CREATE FUNCTION engram._list_add(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_lists bigint[];
+    v_lists bigint[] := engram._list_keys(p_internal_type, p_tags);
+    v_entry bytea := pg_catalog.uuid_send(p_id) || engram._quantize(p_embedding::real[]);
+    v_cap   integer;
 BEGIN
-    WITH e AS (
-        INSERT INTO engram.scope_entries (owner, list, memory_id, qvec)
-        SELECT x.* FROM engram._list_entries(p_owner, p_internal_type, p_tags, p_id, p_embedding) x
-        RETURNING scope_entries.list)
-    SELECT array_agg(e.list) INTO v_lists FROM e;
-    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[cardinality(v_lists)]));
+    v_cap := engram._block_capacity(octet_length(v_entry) - 16);
+    WITH last AS (
+        SELECT l.list, b.block,
+               b.n < v_cap AND octet_length(b.entries) = b.n * octet_length(v_entry) AS room
+        FROM unnest(v_lists) AS l(list)
+        LEFT JOIN LATERAL (SELECT b.block, b.n, b.entries FROM engram.scope_blocks b
+                           WHERE b.owner = p_owner AND b.list = l.list
+                           ORDER BY b.block DESC LIMIT 1) b ON true
+    ), appended AS (
+        UPDATE engram.scope_blocks AS b SET entries = b.entries || v_entry, n = b.n + 1
+        FROM last WHERE last.room AND b.owner = p_owner AND b.list = last.list AND b.block = last.block
+        RETURNING b.list, b.block
+    ), started AS (
+        INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
+        SELECT p_owner, last.list, coalesce(last.block, 0) + 1, 1, v_entry
+        FROM last WHERE NOT coalesce(last.room, false)
+        RETURNING scope_blocks.list, scope_blocks.block
+    )
+    INSERT INTO engram.scope_entries (owner, list, memory_id, block)
+    SELECT p_owner, x.list, p_id, x.block FROM (TABLE appended UNION ALL TABLE started) x;
 END
 $fn$;
 
--- Unlists one memory.
+-- Unlists one memory: its entry leaves each block that held it; a block
+-- left empty goes.
 CREATE FUNCTION engram._list_drop(p_owner text, p_id uuid) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_lists bigint[];
+    v_lists  bigint[];
+    v_blocks bigint[];
 BEGIN
     WITH d AS (
         DELETE FROM engram.scope_entries e WHERE e.owner = p_owner AND e.memory_id = p_id
-        RETURNING e.list)
-    SELECT array_agg(d.list) INTO v_lists FROM d;
-    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(-1::bigint, ARRAY[coalesce(cardinality(v_lists), 0)]));
+        RETURNING e.list, e.block)
+    SELECT array_agg(d.list ORDER BY d.list), array_agg(d.block ORDER BY d.list) INTO v_lists, v_blocks FROM d;
+    IF v_lists IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(-1::bigint, ARRAY[cardinality(v_lists)]));
+    DELETE FROM engram.scope_blocks b USING unnest(v_lists, v_blocks) AS x(list, block)
+    WHERE b.owner = p_owner AND b.list = x.list AND b.block = x.block AND b.n <= 1;
+    UPDATE engram.scope_blocks AS b SET entries = engram._block_without(b.entries, b.n, p_id), n = b.n - 1
+    FROM unnest(v_lists, v_blocks) AS x(list, block)
+    WHERE b.owner = p_owner AND b.list = x.list AND b.block = x.block AND b.n > 1;
+END
+$fn$;
+
+-- The lists of owner p_owner (of every owner when NULL) built again from
+-- the memories, packed full: after a load with triggers disabled, a
+-- TRUNCATE on Citus, or to compact blocks that removals left sparse. It
+-- locks the lists against writers while it runs (they wait), one owner
+-- per statement (on Citus each runs on that owner's shard).
+CREATE FUNCTION engram.rebuild_lists(owner text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text;
+    v_total bigint := 0;
+    n       bigint;
+BEGIN
+    PERFORM engram._require_privileged('rebuild_lists');
+    LOCK TABLE engram.scope_sizes, engram.scope_blocks, engram.scope_entries IN SHARE ROW EXCLUSIVE MODE;
+    FOR v_owner IN
+        SELECT o.owner FROM (SELECT DISTINCT m.owner FROM engram.memories m
+                             UNION SELECT z.owner FROM engram.scope_sizes z) o
+        WHERE rebuild_lists.owner IS NULL OR o.owner = rebuild_lists.owner ORDER BY 1
+    LOOP
+        DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
+        DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
+        DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
+        WITH e AS MATERIALIZED (
+            SELECT m.id, l.list, pg_catalog.uuid_send(m.id) || engram._quantize(m.embedding::real[]) AS entry
+            FROM engram.memories m CROSS JOIN LATERAL unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
+            WHERE m.owner = v_owner AND m.status = 'active' AND m.embedding IS NOT NULL
+        ), numbered AS MATERIALIZED (
+            SELECT e.id, e.list, e.entry,
+                   (row_number() OVER (PARTITION BY e.list ORDER BY e.id) - 1)
+                       / engram._block_capacity(octet_length(e.entry) - 16) + 1 AS block
+            FROM e
+        ), entries AS (
+            INSERT INTO engram.scope_entries (owner, list, memory_id, block)
+            SELECT v_owner, x.list, x.id, x.block FROM numbered x
+        ), sizes AS (
+            INSERT INTO engram.scope_sizes (owner, list, n)
+            SELECT v_owner, x.list, count(*) FROM numbered x GROUP BY x.list
+        )
+        INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
+        SELECT v_owner, x.list, x.block, count(*), string_agg(x.entry, ''::bytea ORDER BY x.id)
+        FROM numbered x GROUP BY x.list, x.block;
+        SELECT count(*) INTO n FROM engram.scope_entries e WHERE e.owner = v_owner;
+        v_total := v_total + n;
+    END LOOP;
+    RETURN v_total;
 END
 $fn$;
 
@@ -879,18 +965,24 @@ BEGIN
     IF TG_TABLE_NAME ~ '_[0-9]+$' THEN
         RETURN NULL;
     END IF;
-    TRUNCATE engram.scope_entries, engram.scope_sizes;
+    TRUNCATE engram.scope_entries, engram.scope_blocks, engram.scope_sizes;
     RETURN NULL;
 END
 $fn$;
 
-CREATE TRIGGER scope_lists_insert AFTER INSERT ON engram.memories
+-- Named to fire after usage_insert/usage_delete (triggers fire in name
+-- order, since 0.10.0): a DBA's raw INSERT or DELETE then locks the owner's
+-- usage row (engram.owner_locks) before the list sizes, the order of
+-- remember and forget (whose owner lock comes first). Before, a raw DELETE
+-- beside a remember of the same owner could deadlock, and Postgres took a
+-- second (deadlock_timeout) to break it.
+CREATE TRIGGER zz_scope_lists_insert AFTER INSERT ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._lists_inserted();
-CREATE TRIGGER scope_lists_update AFTER UPDATE ON engram.memories
+CREATE TRIGGER zz_scope_lists_update AFTER UPDATE ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._lists_updated();
-CREATE TRIGGER scope_lists_delete AFTER DELETE ON engram.memories
+CREATE TRIGGER zz_scope_lists_delete AFTER DELETE ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._lists_deleted();
-CREATE TRIGGER scope_lists_truncate AFTER TRUNCATE ON engram.memories
+CREATE TRIGGER zz_scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
 -- Full-text leg of search: matches of any query term, best ts_rank_cd first.
@@ -2335,6 +2427,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('images', n);
     DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
+    DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
     DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
     DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
@@ -4752,7 +4845,7 @@ CREATE FUNCTION engram._distributed_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $fn$
     SELECT ARRAY['memories', 'workspaces', 'images', 'revisions', 'memory_access', 'audit_log',
                  'ghost_settings', 'grants', 'publications', 'owner_locks', 'slots', 'states', 'events',
-                 'misses', 'scope_entries', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds']
+                 'misses', 'scope_entries', 'scope_blocks', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds']
 $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]
@@ -4959,6 +5052,7 @@ REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.rebuild_lists(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.distribute(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;

@@ -382,24 +382,38 @@ ALTER TABLE engram.states ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.misses ENABLE ROW LEVEL SECURITY;
 
--- Scope lists (since 0.4.0): what a scoped search scans instead of the
--- memories' heap. Every active memory with an embedding has one entry in
--- its owner's whole list (tag '') and one per tag, each list keyed by
--- engram._list_key(internal_type, tag); the entry holds the embedding
--- quantized to int8 (engram._quantize, 4 + dims bytes). The covering index
--- keeps a list's entries contiguous, so an exact scan of 5,000 candidates
--- reads ~250 index pages instead of ~5,000 heap pages. Derived data, kept
--- by triggers on engram.memories (sql/api.sql) in the writing transaction:
--- not dumped (a restore rebuilds it as the memories are loaded), and never
--- readable by engram_agent.
+-- Scope lists (since 0.4.0; packed in blocks since 0.10.0): what a scoped
+-- search scans instead of the memories' heap. Every active memory with an
+-- embedding has one entry in its owner's whole list (tag '') and one per
+-- tag, each list keyed by engram._list_key(internal_type, tag). Entries are
+-- packed into engram.scope_blocks: rows of up to engram._block_capacity
+-- entries (18 at 384 dimensions), each entry the memory id (16 bytes) and
+-- its embedding quantized to int8 (engram._quantize, 4 + dims bytes). A
+-- block row stays under the 8 KB page (never TOASTed: toast_tuple_target),
+-- so an exact scan of 5,000 entries reads ~280 rows, each folded into the
+-- running top-n by one Rust call (engram._nearest). New entries go to the
+-- list's last block until it is full; a removed entry leaves its block
+-- (a block left empty goes). engram.scope_entries says which block holds
+-- each entry, for removals. Derived data, kept by triggers on
+-- engram.memories (sql/api.sql) in the writing transaction: not dumped (a
+-- restore rebuilds it as the memories are loaded), never readable by
+-- engram_agent, rebuilt from the memories by engram.rebuild_lists().
+CREATE TABLE engram.scope_blocks (
+    owner   text NOT NULL,
+    list    bigint NOT NULL,
+    block   bigint NOT NULL,
+    n       integer NOT NULL,
+    entries bytea NOT NULL,
+    PRIMARY KEY (owner, list, block)
+) WITH (toast_tuple_target = 8160);
+ALTER TABLE engram.scope_blocks ALTER COLUMN entries SET STORAGE MAIN;
 CREATE TABLE engram.scope_entries (
     owner     text NOT NULL,
     list      bigint NOT NULL,
     memory_id uuid NOT NULL,
-    qvec      bytea NOT NULL,
+    block     bigint NOT NULL,
     PRIMARY KEY (owner, memory_id, list)
 );
-CREATE INDEX scope_entries_list ON engram.scope_entries (owner, list) INCLUDE (memory_id, qvec);
 
 -- Entries per list: how search picks the smallest list of a scope and
 -- decides between scanning it and walking the HNSW index, without a
@@ -410,6 +424,7 @@ CREATE TABLE engram.scope_sizes (
     n     bigint NOT NULL,
     PRIMARY KEY (owner, list)
 );
+ALTER TABLE engram.scope_blocks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 

@@ -503,3 +503,33 @@ pub async fn catalog(c: &Client) -> Vec<String> {
         .map(|r| r.get(0))
         .collect()
 }
+
+/// Differences between the lists and a recomputation from the memories:
+/// the entries packed in the blocks (memory ids and quantized vectors), the
+/// block each entry row points at, the list sizes, and malformed or empty
+/// blocks. 0 when exact.
+pub const LIST_DRIFT: &str = "
+WITH want AS (
+    SELECT m.owner, l.list, m.id AS memory_id, engram._quantize(m.embedding::real[]) AS qvec
+    FROM engram.memories m, unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
+    WHERE m.status = 'active' AND m.embedding IS NOT NULL),
+packed AS (
+    SELECT b.owner, b.list, b.block,
+           encode(substring(b.entries FROM i * w.w + 1 FOR 16), 'hex')::uuid AS memory_id,
+           substring(b.entries FROM i * w.w + 17 FOR w.w - 16) AS qvec
+    FROM engram.scope_blocks b, LATERAL (SELECT octet_length(b.entries) / greatest(b.n, 1) AS w) w,
+         generate_series(0, b.n - 1) AS i),
+have AS (SELECT p.owner, p.list, p.memory_id, p.qvec FROM packed p),
+sizes_want AS (SELECT w.owner, w.list, count(*) AS n FROM want w GROUP BY w.owner, w.list),
+sizes_have AS (SELECT z.owner, z.list, z.n FROM engram.scope_sizes z WHERE z.n <> 0)
+SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
+     + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) b)
+     + (SELECT count(*) FROM (SELECT * FROM sizes_want EXCEPT SELECT * FROM sizes_have) c)
+     + (SELECT count(*) FROM (SELECT * FROM sizes_have EXCEPT SELECT * FROM sizes_want) d)
+     + (SELECT count(*) FROM (SELECT p.owner, p.list, p.memory_id, p.block FROM packed p
+                              EXCEPT ALL SELECT e.owner, e.list, e.memory_id, e.block FROM engram.scope_entries e) e)
+     + (SELECT count(*) FROM (SELECT e.owner, e.list, e.memory_id, e.block FROM engram.scope_entries e
+                              EXCEPT ALL SELECT p.owner, p.list, p.memory_id, p.block FROM packed p) f)
+     + (SELECT count(*) FROM engram.scope_blocks b
+        WHERE b.n < 1 OR octet_length(b.entries) % b.n <> 0
+           OR b.n > engram._block_capacity(octet_length(b.entries) / b.n - 16))";

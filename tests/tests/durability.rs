@@ -1,6 +1,8 @@
 //! Every acknowledged write survives a crash of Postgres: remember in a burst,
 //! SIGKILL the postmaster in the middle of it, restart, and find every write
-//! that was acknowledged. Runs its own throwaway cluster (initdb as the
+//! that was acknowledged, and the packed scope lists still equal to a
+//! recomputation from the memories (another session deletes rows while the
+//! burst fills and splits their blocks). Runs its own throwaway cluster (initdb as the
 //! postgres OS user) so that killing it disturbs no other test.
 
 use std::path::PathBuf;
@@ -94,9 +96,10 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
     assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
     assert!(cluster.try_start(), "postgres did not start");
     let c = cluster.connect().await;
-    c.batch_execute("CREATE EXTENSION engram CASCADE; SELECT engram.configure(embedding_dims => 3)")
+    c.batch_execute("CREATE EXTENSION engram CASCADE; SELECT engram.configure(embedding_dims => 384)")
         .await
         .unwrap();
+    let deleter_session = cluster.connect().await;
 
     // A writer records each acknowledged remember; the postmaster dies mid-burst.
     let writer = tokio::spawn(async move {
@@ -104,16 +107,44 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
         for i in 0..100_000 {
             let r = c
                 .query_one(
-                    "SELECT id FROM engram.remember(owner => 'alice', content => $1, embedding => '[1,2,3]', kind => 'episodic')",
-                    &[&format!("event {i}")],
+                    "SELECT id FROM engram.remember(owner => 'alice', content => $1, kind => 'episodic',
+                                                    embedding => (array_fill(1::real, ARRAY[382]) || ARRAY[$2::real, 3])::vector,
+                                                    tags => ARRAY['t' || ($2::integer % 3)])",
+                    &[&format!("event {i}"), &(i as f32)],
                 )
                 .await;
             match r {
-                Ok(row) => acknowledged.push(row.get::<_, uuid::Uuid>(0)),
-                Err(_) => break,
+                // the deleter below takes every fifth; the others must all survive
+                Ok(row) if i % 5 != 0 => acknowledged.push(row.get::<_, uuid::Uuid>(0)),
+                Ok(_) => {}
+                // a raw DELETE and remember lock the owner's usage row and
+                // list sizes in different orders: Postgres may break a
+                // deadlock by failing one of them, which acknowledged nothing
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED) => {}
+                Err(e) => {
+                    eprintln!("the burst stopped at write {i}: {e}");
+                    break;
+                }
             }
         }
         acknowledged
+    });
+    // Deletes every fifth memory as it goes (a DBA's raw DELETE): entries
+    // leave blocks, blocks left empty go, while the writer appends.
+    let deleter = tokio::spawn(async move {
+        loop {
+            let deleted = deleter_session
+                .execute(
+                    "DELETE FROM engram.memories WHERE id IN (SELECT id FROM engram.memories
+                      WHERE content LIKE 'event %' AND split_part(content, ' ', 2)::integer % 5 = 0 LIMIT 3)",
+                    &[],
+                )
+                .await;
+            match deleted {
+                Err(e) if e.code() != Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED) => break,
+                _ => {}
+            }
+        }
     });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let killed = Command::new("kill")
@@ -125,6 +156,7 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
         .await
         .unwrap()
         .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(30), deleter).await;
     assert!(
         acknowledged.len() > 10,
         "the burst was under way ({} writes)",
@@ -144,6 +176,15 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
     }
     assert!(started, "postgres did not restart after the crash");
     let c = cluster.connect().await;
+    // 18 entries per block at 384 dimensions: the burst filled many
+    let blocks: i64 = c
+        .query_one("SELECT count(*) FROM engram.scope_blocks", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(blocks > 3, "the burst filled several blocks ({blocks})");
+    let drift: i64 = c.query_one(engram_tests::LIST_DRIFT, &[]).await.unwrap().get(0);
+    assert_eq!(drift, 0, "the scope lists drifted from the memories in the crash");
     let stored: i64 = c
         .query_one(
             "SELECT count(*) FROM engram.memories WHERE id = ANY($1)",

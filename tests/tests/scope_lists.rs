@@ -1,23 +1,9 @@
-//! Scope lists (engram.scope_entries, engram.scope_sizes): every write path
-//! keeps them equal to what the memories say they should be, search reads
-//! them, and the restricted role cannot.
+//! Scope lists (engram.scope_blocks, engram.scope_entries,
+//! engram.scope_sizes): every write path keeps them equal to what the
+//! memories say they should be, search reads them, and the restricted role
+//! cannot.
 
 use engram_tests::*;
-
-/// Differences between the lists and a recomputation from the memories:
-/// entries (with their quantized vectors) and list sizes. 0 when exact.
-const LIST_DRIFT: &str = "
-WITH want AS (
-    SELECT x.owner, x.list, x.memory_id, x.qvec FROM engram.memories m,
-           engram._list_entries(m.owner, m.internal_type, m.tags, m.id, m.embedding) x
-    WHERE m.status = 'active' AND m.embedding IS NOT NULL),
-have AS (SELECT e.owner, e.list, e.memory_id, e.qvec FROM engram.scope_entries e),
-sizes_want AS (SELECT w.owner, w.list, count(*) AS n FROM want w GROUP BY w.owner, w.list),
-sizes_have AS (SELECT z.owner, z.list, z.n FROM engram.scope_sizes z WHERE z.n <> 0)
-SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
-     + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) b)
-     + (SELECT count(*) FROM (SELECT * FROM sizes_want EXCEPT SELECT * FROM sizes_have) c)
-     + (SELECT count(*) FROM (SELECT * FROM sizes_have EXCEPT SELECT * FROM sizes_want) d)";
 
 async fn assert_exact(db: &TestDb, after: &str) {
     assert_eq!(count(db, LIST_DRIFT).await, 0, "scope lists drifted after {after}");
@@ -172,6 +158,72 @@ async fn every_write_path_keeps_the_lists_exact() {
     assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_sizes").await, 0);
 }
 
+/// Lists longer than one block (90 entries at 64 dimensions): blocks fill
+/// and a new one starts, removals leave holes and drop emptied blocks,
+/// appends after removals, and engram.rebuild_lists packs them full again.
+#[tokio::test]
+async fn long_lists_fill_split_and_empty_their_blocks() {
+    let db = TestDb::new(64).await;
+    const BLOCKS: &str = "SELECT count(*) FROM engram.scope_blocks WHERE list = engram._list_key(NULL, '')";
+    run(
+        &db,
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'erin', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 4)],
+                (SELECT array_agg(sin(n * d)) FROM generate_series(1, 64) d)::vector
+         FROM generate_series(1, 400) n",
+    )
+    .await;
+    assert_exact(&db, "a bulk INSERT over several blocks").await;
+    assert_eq!(count(&db, BLOCKS).await, 5, "400 entries in blocks of 90");
+    run(
+        &db,
+        "DELETE FROM engram.memories WHERE content ~ '^note [0-9]*[13579]$'",
+    )
+    .await;
+    assert_exact(&db, "deleting every odd row").await;
+    run(
+        &db,
+        "DELETE FROM engram.memories WHERE content ~ '^note (1[0-7][0-9]|[0-9]?[0-9])$'",
+    )
+    .await;
+    assert_exact(&db, "emptying the first blocks").await;
+    assert!(count(&db, BLOCKS).await < 5, "emptied blocks go");
+    run(
+        &db,
+        "UPDATE engram.memories SET tags = ARRAY['moved'] WHERE content ~ '^note 2[0-9]0$';
+         UPDATE engram.memories SET status = 'archived' WHERE content ~ '^note 3[0-9]2$';
+         INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'erin', 'late ' || n, sha256(('late' || n)::bytea), sha256(('late' || n)::bytea), '{t1}',
+                (SELECT array_agg(cos(n * d)) FROM generate_series(1, 64) d)::vector
+         FROM generate_series(1, 150) n",
+    )
+    .await;
+    assert_exact(&db, "retagging, archiving and appending after removals").await;
+    let sparse = count(&db, BLOCKS).await;
+    let listed: i64 = count(&db, "SELECT engram.rebuild_lists()").await;
+    assert_eq!(listed, count(&db, "SELECT count(*) FROM engram.scope_entries").await);
+    assert_exact(&db, "engram.rebuild_lists()").await;
+    let packed = count(&db, BLOCKS).await;
+    let whole = count(
+        &db,
+        "SELECT n FROM engram.scope_sizes WHERE list = engram._list_key(NULL, '')",
+    )
+    .await;
+    assert_eq!(packed, (whole + 89) / 90, "rebuilt blocks are full ({sparse} before)");
+    // search through the rebuilt lists finds each stored vector first
+    let top: String = db
+        .admin
+        .query_one(
+            "SELECT content FROM engram.search(owner => 'erin', k => 1, tags_all => '{t1}',
+                 query_embedding => (SELECT array_agg(cos(7 * d)) FROM generate_series(1, 64) d)::vector)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(top, "late 7");
+}
+
 #[tokio::test]
 async fn search_reads_the_smallest_list_of_its_scope() {
     let db = TestDb::new(4).await;
@@ -206,7 +258,10 @@ async fn search_reads_the_smallest_list_of_its_scope() {
         &db,
         &format!(
             "DELETE FROM engram.scope_entries WHERE memory_id = '{near}'
-               AND list = engram._list_key(NULL, 'home')"
+               AND list = engram._list_key(NULL, 'home');
+             DELETE FROM engram.scope_blocks WHERE list = engram._list_key(NULL, 'home') AND n = 1;
+             UPDATE engram.scope_blocks SET entries = engram._block_without(entries, n, '{near}'), n = n - 1
+             WHERE list = engram._list_key(NULL, 'home')"
         ),
     )
     .await;
@@ -243,7 +298,7 @@ async fn the_restricted_role_cannot_read_the_lists() {
     )
     .await;
     let agent = db.agent("alice").await;
-    for table in ["engram.scope_entries", "engram.scope_sizes"] {
+    for table in ["engram.scope_blocks", "engram.scope_entries", "engram.scope_sizes"] {
         let (state, _) = sqlstate(agent.query(&format!("SELECT * FROM {table}"), &[]).await);
         assert_eq!(state, "42501", "{table} must not be readable by engram_agent");
         let (state, _) = sqlstate(agent.execute(&format!("DELETE FROM {table}"), &[]).await);

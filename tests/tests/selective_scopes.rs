@@ -180,8 +180,8 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
     let row = c
         .query_one(
             // for a table: its sequential scans; for an index: its scans
-            "SELECT pg_stat_get_xact_numscans('engram.scope_entries'::regclass),
-                    pg_stat_get_xact_numscans('engram.scope_entries_list'::regclass)",
+            "SELECT pg_stat_get_xact_numscans('engram.scope_blocks'::regclass),
+                    pg_stat_get_xact_numscans('engram.scope_blocks_pkey'::regclass)",
             &[],
         )
         .await
@@ -192,5 +192,5 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
         list_index_scans >= 8,
         "list searches use the list index: {list_index_scans}"
     );
-    assert_eq!(seq_scans, 0, "no sequential scan of engram.scope_entries");
+    assert_eq!(seq_scans, 0, "no sequential scan of engram.scope_blocks");
 }

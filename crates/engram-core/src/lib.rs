@@ -8,6 +8,7 @@
 //! here is deterministic and unit-tested with plain `cargo test`.
 
 pub mod binding_proof;
+pub mod blocks;
 pub mod conflict;
 pub mod context;
 pub mod cursor;
