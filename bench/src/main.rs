@@ -191,8 +191,8 @@ async fn load(c: &Client, a: &Args) {
         // a vacuum sets their visibility map, as autovacuum would after a
         // bulk load, so that index-only scans skip the heap
         (
-            "VACUUM ANALYZE engram.scope_entries",
-            "VACUUM ANALYZE engram.scope_entries",
+            "VACUUM ANALYZE engram.scope_blocks, engram.scope_entries",
+            "VACUUM ANALYZE engram.scope_blocks, engram.scope_entries",
         ),
     ] {
         let t = Instant::now();
@@ -482,7 +482,7 @@ async fn main() {
         "DELETE FROM engram.workspaces WHERE owner = 'bench'",
         "VACUUM ANALYZE bench_raw",
         "VACUUM ANALYZE engram.memories",
-        "VACUUM ANALYZE engram.scope_entries",
+        "VACUUM ANALYZE engram.scope_blocks, engram.scope_entries",
     ] {
         c.batch_execute(sql).await.unwrap();
     }

@@ -104,7 +104,7 @@ async fn load(c: &Client, s: &Shape, what: &str) {
     for sql in [
         "CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)",
         "VACUUM ANALYZE engram.memories",
-        "VACUUM ANALYZE engram.scope_entries",
+        "VACUUM ANALYZE engram.scope_blocks, engram.scope_entries",
     ] {
         let t = Instant::now();
         c.batch_execute(sql).await.expect(sql);

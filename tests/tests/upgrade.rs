@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.8.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.9.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -360,7 +360,7 @@ async fn upgrade_from_0_4_0_keeps_the_scope_lists_and_equals_a_fresh_install() {
     // The lists and their sizes are data too: the update keeps them as they are.
     let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding,
                                               m.internal_type), ',' ORDER BY m.id)
-                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id, e.qvec), ','
+                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id), ','
                                           ORDER BY e.owner, e.list, e.memory_id) FROM engram.scope_entries e)
                     || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
                         FROM engram.scope_sizes z)
@@ -453,7 +453,7 @@ async fn upgrade_from_0_5_0_adds_vision_memories_and_equals_a_fresh_install() {
         .get(0);
     let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.metadata, m.status,
                                               m.embedding), ',' ORDER BY m.id)
-                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id, e.qvec), ','
+                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id), ','
                                           ORDER BY e.owner, e.list, e.memory_id) FROM engram.scope_entries e)
                     || (SELECT count(*)::text FROM engram.audit_log)
                     || (SELECT string_agg(t.token_sha256::text, ',') FROM engram.tokens t)
@@ -714,4 +714,81 @@ async fn upgrade_from_0_8_0_keeps_every_row_and_equals_a_fresh_install() {
         .collect();
     assert_eq!(names, vec!["runbook".to_string()]);
     app.batch_execute("COMMIT").await.unwrap();
+}
+
+#[tokio::test]
+async fn upgrade_from_0_9_0_packs_the_scope_lists_and_equals_a_fresh_install() {
+    let (name, old) = install("0.9.0").await;
+    // A populated 0.9.0 database: tagged memories of two owners and a
+    // ghost, an updated one, a forgotten one, and 300 bulk-loaded rows.
+    let (tea, chess, gone) = tagged_memories(&old).await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
+         SELECT engram.forget(owner => 'alice', id => '{gone}');
+         INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'carol', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 3)],
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector
+         FROM generate_series(1, 300) n;"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Which memories each list holds, and what scoped searches return, are
+    // the same after the lists were packed.
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', e.owner, e.list, e.memory_id), ','
+                                          ORDER BY e.owner, e.list, e.memory_id) FROM engram.scope_entries e)
+                    || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
+                        FROM engram.scope_sizes z)
+                    || (SELECT string_agg(s.id::text, ',') FROM engram.search(owner => 'carol', k => 10, tags_all => '{t1}',
+                                                                         query_embedding => '[0.5,0.5,0,1]') s)
+                    || (SELECT string_agg(s.id::text, ',') FROM engram.search(owner => 'alice', k => 5,
+                                                                         query_embedding => '[1,0,0,0]') s)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    assert_eq!(
+        count_on(&old, LIST_DRIFT).await,
+        0,
+        "the packed lists equal a recomputation"
+    );
+    let blocks = count_on(&old, "SELECT count(*) FROM engram.scope_blocks WHERE owner = 'carol'").await;
+    assert_eq!(blocks, 4, "carol's whole list and three tag lists, one block each");
+
+    // The 0.9.0 token binds; its searches and new writes use the packed lists.
+    let app = bound_app(&name, &token, "0.9.0").await;
+    let found: Vec<Uuid> = column(
+        &app,
+        "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
+    )
+    .await;
+    assert_eq!(found, vec![chess, tea]);
+    app.batch_execute("COMMIT").await.unwrap();
+    create(
+        &old,
+        "alice",
+        "alice moved to Porto",
+        &[0.0, 0.0, 0.5, 0.5],
+        "tags => '{home}'",
+    )
+    .await;
+    old.batch_execute(&format!("SELECT engram.forget(owner => 'alice', id => '{chess}')"))
+        .await
+        .unwrap();
+    assert_eq!(
+        count_on(&old, LIST_DRIFT).await,
+        0,
+        "writes after the update keep the lists"
+    );
+}
+
+async fn count_on(c: &Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
 }
