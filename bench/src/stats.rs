@@ -38,6 +38,20 @@ impl Samples {
         self.percentile_ms(0.99)
     }
 
+    /// p50 of the first and of the second half of the samples: the two
+    /// rounds of a measurement that pushed one round after the other.
+    pub fn rounds_p50(&self) -> (f64, f64) {
+        let half = self.latencies.len() / 2;
+        let of = |d: &[Duration]| {
+            Samples {
+                latencies: d.to_vec(),
+                ..Default::default()
+            }
+            .p50()
+        };
+        (of(&self.latencies[..half]), of(&self.latencies[half..]))
+    }
+
     pub fn recall(&self) -> f64 {
         self.recalls.iter().sum::<f64>() / self.recalls.len().max(1) as f64
     }
