@@ -552,16 +552,18 @@ async fn main() {
         "| **engram.remember** (duplicate + conflict check, audit) | {engram_rate:.0} | {:.2}x |",
         engram_rate / raw_rate
     );
-    println!();
-    println!(
-        "| **engram.remember / hand-written INSERT + k-NN** | {:.2}x |",
-        engram_rate / pair_rate
-    );
-    println!("|---|---:|");
+
     println!(
         "| **engram.capture** (mode policy, event row, audit; embedded later) | {:.0} | {:.2}x |",
         continuity.capture_rate,
         continuity.capture_rate / raw_rate
+    );
+    println!();
+    println!("| goal row (SPEC 7) | ratio |");
+    println!("|---|---:|");
+    println!(
+        "| **engram.remember / hand-written INSERT + k-NN** | {:.2}x |",
+        engram_rate / pair_rate
     );
     println!();
     println!("| continuity read | p50 ms | ratio to engram.search, k=12 |");
