@@ -17,6 +17,18 @@
 -- 3. new Rust functions; 4. load the new api.sql from the library.
 \echo Use "ALTER EXTENSION engram UPDATE TO '0.10.0'" to load this file. \quit
 
+-- On a distributed database (Citus) this script drops and creates
+-- triggers on distributed tables, which Citus refuses unless told, as
+-- engram.distribute() tells it (the triggers keep rows of the same owner,
+-- on the same shard group).
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
+END
+$$;
+
 -- 1. The 0.9.0 API: its triggers, functions, result types and policies.
 -- The scope lists' and image holds' triggers are dropped and created again
 -- within this one transaction; DROP TRIGGER locks engram.memories against

@@ -775,10 +775,14 @@ CREATE OR REPLACE AGGREGATE engram._nearest(entries bytea, n integer, query byte
 
 -- The sorted, distinct keys of the lists of a memory of internal type
 -- p_internal_type with tags p_tags: its owner's whole list and one per tag.
+-- (plpgsql, not SQL: a SQL function called from plpgsql is planned on
+-- every call, 0.1 ms per write; plpgsql caches the plan.)
 CREATE FUNCTION engram._list_keys(p_internal_type text, p_tags text[]) RETURNS bigint[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT ARRAY(SELECT DISTINCT engram._list_key(p_internal_type, t)
-                 FROM unnest(array_prepend('', p_tags)) t WHERE t IS NOT NULL ORDER BY 1)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN ARRAY(SELECT DISTINCT engram._list_key(p_internal_type, t)
+                 FROM unnest(array_prepend('', p_tags)) t WHERE t IS NOT NULL ORDER BY 1);
+END
 $fn$;
 
 -- Adds deltas to list sizes, in key order: concurrent writers lock the
@@ -811,59 +815,81 @@ $fn$;
 
 -- Lists one memory: appends its entry (id and int8 vector) to the last
 -- block of each of its lists, or starts a new block where that one is full
--- (or holds vectors of another width, after engram.configure).
+-- (or holds vectors of another width, after engram.configure). Plain
+-- statements on one table each, every one naming the owner by equality:
+-- on Citus each runs on the owner's shard (a statement joining CTEs or
+-- functions to a distributed table is planned through intermediate
+-- results sent to every worker, and fails while any worker is down).
 CREATE FUNCTION engram._list_add(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_lists bigint[] := engram._list_keys(p_internal_type, p_tags);
-    v_entry bytea := pg_catalog.uuid_send(p_id) || engram._quantize(p_embedding::real[]);
-    v_cap   integer;
+    v_lists  bigint[] := engram._list_keys(p_internal_type, p_tags);
+    v_entry  bytea := pg_catalog.uuid_send(p_id) || engram._quantize(p_embedding::real[]);
+    v_width  integer := octet_length(v_entry);
+    v_cap    integer := engram._block_capacity(octet_length(v_entry) - 16);
+    v_blocks bigint[] := '{}';
+    v_list   bigint;
+    v_block  bigint;
+    v_n      integer;
+    v_bytes  integer;
 BEGIN
     PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[cardinality(v_lists)]));
-    v_cap := engram._block_capacity(octet_length(v_entry) - 16);
-    WITH last AS (
-        SELECT l.list, b.block,
-               b.n < v_cap AND octet_length(b.entries) = b.n * octet_length(v_entry) AS room
-        FROM unnest(v_lists) AS l(list)
-        LEFT JOIN LATERAL (SELECT b.block, b.n, b.entries FROM engram.scope_blocks b
-                           WHERE b.owner = p_owner AND b.list = l.list
-                           ORDER BY b.block DESC LIMIT 1) b ON true
-    ), appended AS (
-        UPDATE engram.scope_blocks AS b SET entries = b.entries || v_entry, n = b.n + 1
-        FROM last WHERE last.room AND b.owner = p_owner AND b.list = last.list AND b.block = last.block
-        RETURNING b.list, b.block
-    ), started AS (
-        INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
-        SELECT p_owner, last.list, coalesce(last.block, 0) + 1, 1, v_entry
-        FROM last WHERE NOT coalesce(last.room, false)
-        RETURNING scope_blocks.list, scope_blocks.block
-    )
+    FOREACH v_list IN ARRAY v_lists LOOP
+        v_block := NULL;
+        SELECT b.block, b.n, octet_length(b.entries) INTO v_block, v_n, v_bytes FROM engram.scope_blocks b
+        WHERE b.owner = p_owner AND b.list = v_list ORDER BY b.block DESC LIMIT 1;
+        IF v_block IS NOT NULL AND v_n < v_cap AND v_bytes = v_n * v_width THEN
+            UPDATE engram.scope_blocks AS b SET entries = b.entries || v_entry, n = b.n + 1
+            WHERE b.owner = p_owner AND b.list = v_list AND b.block = v_block;
+        ELSE
+            v_block := coalesce(v_block, 0) + 1;
+            INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
+            VALUES (p_owner, v_list, v_block, 1, v_entry);
+        END IF;
+        v_blocks := v_blocks || v_block;
+    END LOOP;
     INSERT INTO engram.scope_entries (owner, list, memory_id, block)
-    SELECT p_owner, x.list, p_id, x.block FROM (TABLE appended UNION ALL TABLE started) x;
+    SELECT p_owner, x.list, p_id, x.block FROM unnest(v_lists, v_blocks) AS x(list, block);
 END
 $fn$;
 
 -- Unlists one memory: its entry leaves each block that held it; a block
--- left empty goes.
+-- left empty goes. (Blocks are named by "list/block" text keys: a plain
+-- condition, as above.)
 CREATE FUNCTION engram._list_drop(p_owner text, p_id uuid) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_lists  bigint[];
-    v_blocks bigint[];
+    v_lists bigint[];
+    v_keys  text[];
 BEGIN
     WITH d AS (
         DELETE FROM engram.scope_entries e WHERE e.owner = p_owner AND e.memory_id = p_id
         RETURNING e.list, e.block)
-    SELECT array_agg(d.list ORDER BY d.list), array_agg(d.block ORDER BY d.list) INTO v_lists, v_blocks FROM d;
+    SELECT array_agg(d.list ORDER BY d.list), array_agg(d.list || '/' || d.block) INTO v_lists, v_keys FROM d;
     IF v_lists IS NULL THEN
         RETURN;
     END IF;
     PERFORM engram._resize_lists(p_owner, v_lists, array_fill(-1::bigint, ARRAY[cardinality(v_lists)]));
-    DELETE FROM engram.scope_blocks b USING unnest(v_lists, v_blocks) AS x(list, block)
-    WHERE b.owner = p_owner AND b.list = x.list AND b.block = x.block AND b.n <= 1;
+    DELETE FROM engram.scope_blocks b
+    WHERE b.owner = p_owner AND b.list = ANY (v_lists) AND b.list || '/' || b.block = ANY (v_keys) AND b.n <= 1;
     UPDATE engram.scope_blocks AS b SET entries = engram._block_without(b.entries, b.n, p_id), n = b.n - 1
-    FROM unnest(v_lists, v_blocks) AS x(list, block)
-    WHERE b.owner = p_owner AND b.list = x.list AND b.block = x.block AND b.n > 1;
+    WHERE b.owner = p_owner AND b.list = ANY (v_lists) AND b.list || '/' || b.block = ANY (v_keys) AND b.n > 1;
+END
+$fn$;
+
+-- The entries of owner p_owner's lists as they are packed from scratch:
+-- each list's entries in id order, numbered into full blocks.
+CREATE FUNCTION engram._packed_entries(p_owner text)
+RETURNS TABLE (owner text, list bigint, memory_id uuid, block bigint, entry bytea)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN QUERY
+    SELECT m.owner, l.list, m.id,
+           (row_number() OVER (PARTITION BY m.owner, l.list ORDER BY m.id) - 1)
+               / engram._block_capacity(engram._dims() + 4) + 1,
+           pg_catalog.uuid_send(m.id) || engram._quantize(m.embedding::real[])
+    FROM engram.memories m CROSS JOIN LATERAL unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
+    WHERE m.owner = p_owner AND m.status = 'active' AND m.embedding IS NOT NULL;
 END
 $fn$;
 
@@ -889,25 +915,14 @@ BEGIN
         DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
         DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
         DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
-        WITH e AS MATERIALIZED (
-            SELECT m.id, l.list, pg_catalog.uuid_send(m.id) || engram._quantize(m.embedding::real[]) AS entry
-            FROM engram.memories m CROSS JOIN LATERAL unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
-            WHERE m.owner = v_owner AND m.status = 'active' AND m.embedding IS NOT NULL
-        ), numbered AS MATERIALIZED (
-            SELECT e.id, e.list, e.entry,
-                   (row_number() OVER (PARTITION BY e.list ORDER BY e.id) - 1)
-                       / engram._block_capacity(octet_length(e.entry) - 16) + 1 AS block
-            FROM e
-        ), entries AS (
-            INSERT INTO engram.scope_entries (owner, list, memory_id, block)
-            SELECT v_owner, x.list, x.id, x.block FROM numbered x
-        ), sizes AS (
-            INSERT INTO engram.scope_sizes (owner, list, n)
-            SELECT v_owner, x.list, count(*) FROM numbered x GROUP BY x.list
-        )
+        -- One statement per table (on Citus each runs on the owner's shard).
+        INSERT INTO engram.scope_entries (owner, list, memory_id, block)
+        SELECT x.owner, x.list, x.memory_id, x.block FROM engram._packed_entries(v_owner) x;
         INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
-        SELECT v_owner, x.list, x.block, count(*), string_agg(x.entry, ''::bytea ORDER BY x.id)
-        FROM numbered x GROUP BY x.list, x.block;
+        SELECT x.owner, x.list, x.block, count(*), string_agg(x.entry, ''::bytea ORDER BY x.memory_id)
+        FROM engram._packed_entries(v_owner) x GROUP BY x.owner, x.list, x.block;
+        INSERT INTO engram.scope_sizes (owner, list, n)
+        SELECT e.owner, e.list, count(*) FROM engram.scope_entries e WHERE e.owner = v_owner GROUP BY e.owner, e.list;
         SELECT count(*) INTO n FROM engram.scope_entries e WHERE e.owner = v_owner;
         v_total := v_total + n;
     END LOOP;
