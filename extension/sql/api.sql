@@ -820,7 +820,9 @@ $fn$;
 -- on Citus each runs on the owner's shard (a statement joining CTEs or
 -- functions to a distributed table is planned through intermediate
 -- results sent to every worker, and fails while any worker is down).
-CREATE FUNCTION engram._list_add(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector)
+-- (p_resized: the caller locked and counted the lists already.)
+CREATE FUNCTION engram._list_add(p_owner text, p_internal_type text, p_tags text[], p_id uuid, p_embedding vector,
+                                 p_resized boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
     v_lists  bigint[] := engram._list_keys(p_internal_type, p_tags);
@@ -833,7 +835,9 @@ DECLARE
     v_n      integer;
     v_bytes  integer;
 BEGIN
-    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[cardinality(v_lists)]));
+    IF NOT p_resized THEN
+        PERFORM engram._resize_lists(p_owner, v_lists, array_fill(1::bigint, ARRAY[cardinality(v_lists)]));
+    END IF;
     FOREACH v_list IN ARRAY v_lists LOOP
         v_block := NULL;
         SELECT b.block, b.n, octet_length(b.entries) INTO v_block, v_n, v_bytes FROM engram.scope_blocks b
@@ -855,8 +859,10 @@ $fn$;
 
 -- Unlists one memory: its entry leaves each block that held it; a block
 -- left empty goes. (Blocks are named by "list/block" text keys: a plain
--- condition, as above.)
-CREATE FUNCTION engram._list_drop(p_owner text, p_id uuid) RETURNS void
+-- condition, as above.) p_then_add: the lists the caller lists the memory
+-- in next (_lists_updated), whose sizes are counted and locked here in the
+-- same pass.
+CREATE FUNCTION engram._list_drop(p_owner text, p_id uuid, p_then_add bigint[] DEFAULT '{}') RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_lists bigint[];
@@ -866,10 +872,13 @@ BEGIN
         DELETE FROM engram.scope_entries e WHERE e.owner = p_owner AND e.memory_id = p_id
         RETURNING e.list, e.block)
     SELECT array_agg(d.list ORDER BY d.list), array_agg(d.list || '/' || d.block) INTO v_lists, v_keys FROM d;
-    IF v_lists IS NULL THEN
+    v_lists := coalesce(v_lists, '{}');
+    PERFORM engram._resize_lists(p_owner, v_lists || p_then_add,
+                                 array_fill(-1::bigint, ARRAY[cardinality(v_lists)])
+                                 || array_fill(1::bigint, ARRAY[cardinality(p_then_add)]));
+    IF cardinality(v_lists) = 0 THEN
         RETURN;
     END IF;
-    PERFORM engram._resize_lists(p_owner, v_lists, array_fill(-1::bigint, ARRAY[cardinality(v_lists)]));
     DELETE FROM engram.scope_blocks b
     WHERE b.owner = p_owner AND b.list = ANY (v_lists) AND b.list || '/' || b.block = ANY (v_keys) AND b.n <= 1;
     UPDATE engram.scope_blocks AS b SET entries = engram._block_without(b.entries, b.n, p_id), n = b.n - 1
@@ -906,6 +915,12 @@ DECLARE
     n       bigint;
 BEGIN
     PERFORM engram._require_privileged('rebuild_lists');
+    -- Its snapshot must come after the lock (below): in READ COMMITTED each
+    -- statement takes a new one.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'rebuild_lists runs in READ COMMITTED only (this transaction is %); run it on its own', current_setting('transaction_isolation')
+            USING ERRCODE = '25001';
+    END IF;
     LOCK TABLE engram.scope_sizes, engram.scope_blocks, engram.scope_entries IN SHARE ROW EXCLUSIVE MODE;
     FOR v_owner IN
         SELECT o.owner FROM (SELECT DISTINCT m.owner FROM engram.memories m
@@ -949,12 +964,20 @@ $fn$;
 CREATE FUNCTION engram._lists_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
-    IF (OLD.owner, OLD.internal_type, OLD.tags, OLD.status) IS NOT DISTINCT FROM (NEW.owner, NEW.internal_type, NEW.tags, NEW.status)
+    IF (OLD.id, OLD.owner, OLD.internal_type, OLD.tags, OLD.status) IS NOT DISTINCT FROM (NEW.id, NEW.owner, NEW.internal_type, NEW.tags, NEW.status)
        AND OLD.embedding IS NOT DISTINCT FROM NEW.embedding THEN
         RETURN NULL;  -- rescore, flag and the like: nothing listed changed
     END IF;
-    PERFORM engram._list_drop(OLD.owner, OLD.id);
-    IF NEW.status = 'active' AND NEW.embedding IS NOT NULL THEN
+    IF NEW.status <> 'active' OR NEW.embedding IS NULL THEN
+        PERFORM engram._list_drop(OLD.owner, OLD.id);
+    ELSIF OLD.owner = NEW.owner THEN
+        -- The old lists' and the new lists' size rows locked in one pass,
+        -- in key order: a DBA's multi-row UPDATE beside a remember of the
+        -- same owner cannot deadlock on them.
+        PERFORM engram._list_drop(OLD.owner, OLD.id, engram._list_keys(NEW.internal_type, NEW.tags));
+        PERFORM engram._list_add(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding, true);
+    ELSE
+        PERFORM engram._list_drop(OLD.owner, OLD.id);
         PERFORM engram._list_add(NEW.owner, NEW.internal_type, NEW.tags, NEW.id, NEW.embedding);
     END IF;
     RETURN NULL;
@@ -5068,6 +5091,13 @@ REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBL
 REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.rebuild_lists(text) FROM PUBLIC;
+-- The scope lists' Rust helpers read nothing but their arguments; only
+-- engram's own functions need them.
+REVOKE EXECUTE ON FUNCTION engram._nearest_step(bytea, bytea, integer, bytea, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._nearest(bytea, integer, bytea, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._candidates(bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._block_without(bytea, integer, uuid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._block_capacity(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.distribute(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;

@@ -199,6 +199,20 @@ async fn long_lists_fill_split_and_empty_their_blocks() {
     )
     .await;
     assert_exact(&db, "retagging, archiving and appending after removals").await;
+    run(
+        &db,
+        "UPDATE engram.memories SET id = gen_random_uuid() WHERE content = 'late 3'",
+    )
+    .await;
+    assert_exact(&db, "a DBA giving a memory a new id").await;
+    // Its snapshot must follow its lock: refused in REPEATABLE READ.
+    let refused = db
+        .admin
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT engram.rebuild_lists();")
+        .await;
+    let (state, _) = sqlstate(refused);
+    assert_eq!(state, "25001");
+    run(&db, "ROLLBACK").await;
     let sparse = count(&db, BLOCKS).await;
     let listed: i64 = count(&db, "SELECT engram.rebuild_lists()").await;
     assert_eq!(listed, count(&db, "SELECT count(*) FROM engram.scope_entries").await);

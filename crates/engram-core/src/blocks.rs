@@ -76,13 +76,19 @@ fn entry_width(entries: &[u8], n: usize) -> Result<usize, String> {
 /// quantized `query`, encoded.
 pub fn fold_block(state: &[u8], entries: &[u8], n: usize, query: &[u8], k: usize) -> Result<Vec<u8>, String> {
     let width = entry_width(entries, n)?;
-    let mut kept = decode(state);
     if k == 0 {
         return Ok(Vec::new());
     }
-    // Entries at or beyond the k-th kept distance cannot enter: most of a
-    // large list is rejected by this one comparison.
-    let mut worst = if kept.len() >= k { kept[k - 1].0 } else { f32::INFINITY };
+    // Entries beyond the k-th kept distance cannot enter: once k are kept,
+    // most blocks of a large list add nothing, and the state is returned
+    // as it came, without decoding or sorting it (read in place: the k-th
+    // candidate's distance).
+    let full = state.len() >= k * CANDIDATE_BYTES;
+    let mut worst = match state.get((k - 1) * CANDIDATE_BYTES..(k - 1) * CANDIDATE_BYTES + 4) {
+        Some(b) if full => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        _ => f32::INFINITY,
+    };
+    let mut added: Vec<Candidate> = Vec::new();
     for entry in entries.chunks_exact(width) {
         let d = quant::distance(&entry[ID_BYTES..], query);
         if d > worst {
@@ -90,13 +96,18 @@ pub fn fold_block(state: &[u8], entries: &[u8], n: usize, query: &[u8], k: usize
         }
         let mut id = [0u8; ID_BYTES];
         id.copy_from_slice(&entry[..ID_BYTES]);
-        kept.push((d, id));
-        if kept.len() >= 2 * k {
-            kept.sort_unstable_by(ordered);
-            kept.truncate(k);
-            worst = kept[k - 1].0;
+        added.push((d, id));
+        if added.len() >= 2 * k {
+            added.sort_unstable_by(ordered);
+            added.truncate(k);
+            worst = worst.min(added[k - 1].0);
         }
     }
+    if added.is_empty() {
+        return Ok(state.to_vec());
+    }
+    let mut kept = decode(state);
+    kept.append(&mut added);
     kept.sort_unstable_by(ordered);
     kept.truncate(k);
     Ok(encode(&kept))
