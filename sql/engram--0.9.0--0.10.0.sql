@@ -9,9 +9,9 @@
 -- are renamed to fire after the usage triggers (no deadlock between a raw
 -- DELETE and a remember of the same owner). engram.rebuild_lists() is new.
 -- The lists are derived data: this script empties them and, on the hop
--- that loads the 0.10.0 API, builds them again from the memories (on
--- Citus: run engram.distribute() and then engram.rebuild_lists() on the
--- coordinator after the update; docs/SCALING.md). Memories are untouched.
+-- that loads the 0.10.0 API, builds them again from the memories (a
+-- database already distributed with Citus is not supported yet; see
+-- docs/SCALING.md, "Upgrades"). Memories are untouched.
 --
 -- Built as sql/README.md says: 1. drop the previous API; 2. table changes;
 -- 3. new Rust functions; 4. load the new api.sql from the library.
@@ -146,10 +146,12 @@ AS 'MODULE_PATHNAME', '_nearest_step_wrapper';
 SELECT engram._install_api('0.10.0');
 
 -- The lists again, from the memories, on the hop that loaded the API (a
--- later hop's rebuild_lists may differ). On Citus the new table is not
--- distributed yet: engram.distribute() then engram.rebuild_lists() on the
--- coordinator finish the update (until then searches take the estimated
--- plans, with the same results). Usage is counted again as on earlier hops.
+-- later hop's rebuild_lists may differ). Not on a distributed database
+-- (Citus), whose update is not supported yet (docs/SCALING.md,
+-- "Upgrades"): there engram.distribute() and then engram.rebuild_lists()
+-- on the coordinator must follow, and until they do scoped searches can
+-- miss memories (the first write recreates a list with one entry). Usage
+-- is counted again as on earlier hops.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
