@@ -887,18 +887,20 @@ END
 $fn$;
 
 -- The entries of owner p_owner's lists as they are packed from scratch:
--- each list's entries in id order, numbered into full blocks.
+-- each list's entries in id order, numbered into full blocks (of the
+-- capacity _list_add gives an entry of that width).
 CREATE FUNCTION engram._packed_entries(p_owner text)
 RETURNS TABLE (owner text, list bigint, memory_id uuid, block bigint, entry bytea)
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     RETURN QUERY
-    SELECT m.owner, l.list, m.id,
-           (row_number() OVER (PARTITION BY m.owner, l.list ORDER BY m.id) - 1)
-               / engram._block_capacity(engram._dims() + 4) + 1,
-           pg_catalog.uuid_send(m.id) || engram._quantize(m.embedding::real[])
-    FROM engram.memories m CROSS JOIN LATERAL unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
-    WHERE m.owner = p_owner AND m.status = 'active' AND m.embedding IS NOT NULL;
+    SELECT e.owner, e.list, e.id,
+           (row_number() OVER (PARTITION BY e.owner, e.list ORDER BY e.id) - 1)
+               / engram._block_capacity(octet_length(e.entry) - 16) + 1,
+           e.entry
+    FROM (SELECT m.owner, l.list, m.id, pg_catalog.uuid_send(m.id) || engram._quantize(m.embedding::real[]) AS entry
+          FROM engram.memories m CROSS JOIN LATERAL unnest(engram._list_keys(m.internal_type, m.tags)) AS l(list)
+          WHERE m.owner = p_owner AND m.status = 'active' AND m.embedding IS NOT NULL) e;
 END
 $fn$;
 
@@ -930,16 +932,22 @@ BEGIN
         DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
         DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
         DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
-        -- One statement per table (on Citus each runs on the owner's shard).
-        INSERT INTO engram.scope_entries (owner, list, memory_id, block)
-        SELECT x.owner, x.list, x.memory_id, x.block FROM engram._packed_entries(v_owner) x;
+        -- One statement per table (on Citus each runs on the owner's
+        -- shard). The blocks first, each embedding quantized once; the
+        -- entry rows are read back out of them (the id at the front of
+        -- each entry).
         INSERT INTO engram.scope_blocks (owner, list, block, n, entries)
         SELECT x.owner, x.list, x.block, count(*), string_agg(x.entry, ''::bytea ORDER BY x.memory_id)
         FROM engram._packed_entries(v_owner) x GROUP BY x.owner, x.list, x.block;
+        INSERT INTO engram.scope_entries (owner, list, memory_id, block)
+        SELECT b.owner, b.list, encode(substring(b.entries FROM i * (octet_length(b.entries) / b.n) + 1 FOR 16), 'hex')::uuid,
+               b.block
+        FROM engram.scope_blocks b CROSS JOIN LATERAL generate_series(0, b.n - 1) AS i
+        WHERE b.owner = v_owner;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        v_total := v_total + n;
         INSERT INTO engram.scope_sizes (owner, list, n)
         SELECT e.owner, e.list, count(*) FROM engram.scope_entries e WHERE e.owner = v_owner GROUP BY e.owner, e.list;
-        SELECT count(*) INTO n FROM engram.scope_entries e WHERE e.owner = v_owner;
-        v_total := v_total + n;
     END LOOP;
     RETURN v_total;
 END

@@ -13,7 +13,10 @@ fn _quantize(embedding: Vec<Option<f32>>) -> Vec<u8> {
     quant::quantize(&values)
 }
 
-/// Approximate cosine distance of two quantized embeddings.
+/// Approximate cosine distance of two quantized embeddings. Unused by
+/// 0.10.0's SQL (blocks are scanned by engram._nearest), but kept: the
+/// upgrade scripts from 0.3.0 on create it, and CREATE FUNCTION needs the
+/// symbol in this library for an old database to update through them.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn _qdist(a: &[u8], b: &[u8]) -> f32 {
     quant::distance(a, b)

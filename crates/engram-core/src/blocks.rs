@@ -83,10 +83,9 @@ pub fn fold_block(state: &[u8], entries: &[u8], n: usize, query: &[u8], k: usize
     // most blocks of a large list add nothing, and the state is returned
     // as it came, without decoding or sorting it (read in place: the k-th
     // candidate's distance).
-    let full = state.len() >= k * CANDIDATE_BYTES;
     let mut worst = match state.get((k - 1) * CANDIDATE_BYTES..(k - 1) * CANDIDATE_BYTES + 4) {
-        Some(b) if full => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-        _ => f32::INFINITY,
+        Some(b) => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        None => f32::INFINITY,
     };
     let mut added: Vec<Candidate> = Vec::new();
     for entry in entries.chunks_exact(width) {
