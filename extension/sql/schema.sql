@@ -5,9 +5,9 @@
 -- own search_path.
 --
 -- Functions, result types, row-level security policies and privileges are in
--- api.sql: an upgrade drops them and loads the new version's api.sql, while
--- the tables here change only through ALTER statements in sql/ (see
--- docs/ARCHITECTURE.md, "Versions and upgrades"). New columns go at the end
+-- the API files (sql/api/*.sql): an upgrade drops them and loads the new
+-- version's, while the tables here change only through ALTER statements in
+-- sql/ (see docs/ARCHITECTURE.md, "Versions and upgrades"). New columns go at the end
 -- of their table, where ALTER TABLE ... ADD COLUMN puts them on upgrade.
 
 -- One row per memory. The embedding column's dimension is the database's
@@ -228,7 +228,7 @@ CREATE TABLE engram.group_members (
 -- committed or concurrent write). A table, not an advisory lock, so that no
 -- other role can take the lock.
 -- Since 0.7.0 it also holds what the owner stores against the per-owner
--- quotas (SPEC 8.5; kept by the counting triggers in api.sql, under the
+-- quotas (SPEC 8.5; kept by the counting triggers in sql/api/quotas.sql, under the
 -- same row lock, so a quota check never counts rows), and, after
 -- engram.erase_owner, when the owner was erased: a write that waited for
 -- the lock while the erasure ran, or whose transaction began before it,
@@ -395,7 +395,7 @@ ALTER TABLE engram.misses ENABLE ROW LEVEL SECURITY;
 -- list's last block until it is full; a removed entry leaves its block
 -- (a block left empty goes). engram.scope_entries says which block holds
 -- each entry, for removals. Derived data, kept by triggers on
--- engram.memories (sql/api.sql) in the writing transaction: not dumped (a
+-- engram.memories (sql/api/scope_lists.sql) in the writing transaction: not dumped (a
 -- restore rebuilds it as the memories are loaded), never readable by
 -- engram_agent, rebuilt from the memories by engram.rebuild_lists().
 CREATE TABLE engram.scope_blocks (
@@ -434,7 +434,7 @@ ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 -- engram.image_holds lists the memories whose metadata names the image
 -- ({"images": ["<sha256>"]}). When neither is left, the row goes, and with
 -- it the bytes (image_data) and the embedding (image_embeddings), by
--- foreign key, in the same transaction (engram._image_settle in api.sql).
+-- foreign key, in the same transaction (engram._image_settle in sql/api/vision.sql).
 CREATE TABLE engram.images (
     owner       text NOT NULL CHECK (owner <> ''),
     sha256      text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
@@ -484,7 +484,7 @@ ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
 CREATE INDEX image_embeddings_session ON engram.image_embeddings (owner, session_id);
 
 -- Which memory holds which image: derived from the memories' metadata by
--- triggers (api.sql), so it is not dumped; a restore rebuilds it as the
+-- triggers (sql/api/vision.sql), so it is not dumped; a restore rebuilds it as the
 -- memories are loaded (after the images: pg_dump loads engram's tables in
 -- foreign-key, then name order). Never readable by engram_agent.
 CREATE TABLE engram.image_holds (

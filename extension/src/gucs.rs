@@ -32,7 +32,7 @@ const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
 /// The largest image engram.image_put stores (SPEC 11).
 static IMAGE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(engram_core::images::DEFAULT_MAX_BYTES);
 /// Per-owner quotas (SPEC 8.5): SUSET, so a restricted role cannot raise
-/// its own. Counted in engram.owner_locks by triggers (api.sql, "quotas").
+/// its own. Counted in engram.owner_locks by triggers (sql/api/quotas.sql).
 static MAX_MEMORIES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 static MAX_EVENTS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 /// In kB (a size setting: '1GB', '500MB'); read in bytes.

@@ -33,7 +33,76 @@ pub extern "C-unwind" fn _PG_init() {
     privilege::init();
 }
 
-// Tables, indexes and the engram_agent role come first; the plpgsql API,
-// policies and privileges last, once every Rust function they call exists.
+// Tables, indexes and the engram_agent role come first. The SQL API follows
+// in topic files (extension/sql/api/), each after the one before; their
+// plpgsql bodies are resolved when they run, so only statements that need a
+// Rust function at creation (a SQL-language body, an aggregate) name it in
+// `requires`. privileges.sql comes last (finalize), once every function it
+// pins, grants or revokes exists. upgrade.rs loads the same files in the
+// same order: keep API_FILES there equal to this list.
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
-extension_sql_file!("../sql/api.sql", name = "api", finalize);
+extension_sql_file!(
+    "../sql/api/helpers.sql",
+    name = "api_helpers",
+    requires = ["schema", scoring::staleness_score]
+);
+extension_sql_file!(
+    "../sql/api/search_plans.sql",
+    name = "api_search_plans",
+    requires = ["api_helpers"]
+);
+extension_sql_file!(
+    "../sql/api/scope_lists.sql",
+    name = "api_scope_lists",
+    requires = ["api_search_plans", lists::_nearest_step]
+);
+extension_sql_file!(
+    "../sql/api/memories.sql",
+    name = "api_memories",
+    requires = ["api_scope_lists"]
+);
+extension_sql_file!(
+    "../sql/api/search.sql",
+    name = "api_search",
+    requires = ["api_memories"]
+);
+extension_sql_file!("../sql/api/quotas.sql", name = "api_quotas", requires = ["api_search"]);
+extension_sql_file!(
+    "../sql/api/lifecycle.sql",
+    name = "api_lifecycle",
+    requires = ["api_quotas"]
+);
+extension_sql_file!(
+    "../sql/api/resources.sql",
+    name = "api_resources",
+    requires = ["api_lifecycle"]
+);
+extension_sql_file!(
+    "../sql/api/identity.sql",
+    name = "api_identity",
+    requires = ["api_resources"]
+);
+extension_sql_file!(
+    "../sql/api/sharing.sql",
+    name = "api_sharing",
+    requires = ["api_identity"]
+);
+extension_sql_file!("../sql/api/slots.sql", name = "api_slots", requires = ["api_sharing"]);
+extension_sql_file!(
+    "../sql/api/workspaces.sql",
+    name = "api_workspaces",
+    requires = ["api_slots"]
+);
+extension_sql_file!(
+    "../sql/api/events.sql",
+    name = "api_events",
+    requires = ["api_workspaces"]
+);
+extension_sql_file!(
+    "../sql/api/context.sql",
+    name = "api_context",
+    requires = ["api_events"]
+);
+extension_sql_file!("../sql/api/vision.sql", name = "api_vision", requires = ["api_context"]);
+extension_sql_file!("../sql/api/citus.sql", name = "api_citus", requires = ["api_vision"]);
+extension_sql_file!("../sql/api/privileges.sql", name = "api_privileges", finalize);

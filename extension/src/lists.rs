@@ -1,6 +1,6 @@
 //! SQL bindings of the scope lists (engram-core `quant` and `blocks`). The
 //! lists themselves (engram.scope_blocks, engram.scope_entries,
-//! engram.scope_sizes) are tables kept by triggers in sql/api.sql; these
+//! engram.scope_sizes) are tables kept by triggers in sql/api/scope_lists.sql; these
 //! functions are what the triggers and engram._knn call.
 
 use engram_core::{blocks, quant};

@@ -1,25 +1,48 @@
 //! Loading the SQL API during `ALTER EXTENSION engram UPDATE`.
 //!
 //! The API (functions, result types, policies, privileges) is written once,
-//! in `sql/api.sql`; CREATE EXTENSION loads it from the generated install
-//! script. An upgrade script in the top-level `sql/` changes the tables,
-//! drops the previous version's API and then calls `engram._install_api`
-//! with its target version, which runs the same file from this library. Only
+//! in the topic files of `sql/api/`; CREATE EXTENSION loads them from the
+//! generated install script. An upgrade script in the top-level `sql/`
+//! changes the tables, drops the previous version's API and then calls
+//! `engram._install_api` with its target version, which runs the same files
+//! from this library. Only
 //! the hop whose target is this library's version loads it, so a chain of
 //! hops (0.1.0 -> 0.2.0 -> 0.3.0) loads the newest API once, on the newest
 //! tables.
 
 use pgrx::prelude::*;
 
-const API: &str = include_str!("../sql/api.sql");
+/// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
+/// (a file may use types and functions of the files before it).
+const API_FILES: [&str; 17] = [
+    include_str!("../sql/api/helpers.sql"),
+    include_str!("../sql/api/search_plans.sql"),
+    include_str!("../sql/api/scope_lists.sql"),
+    include_str!("../sql/api/memories.sql"),
+    include_str!("../sql/api/search.sql"),
+    include_str!("../sql/api/quotas.sql"),
+    include_str!("../sql/api/lifecycle.sql"),
+    include_str!("../sql/api/resources.sql"),
+    include_str!("../sql/api/identity.sql"),
+    include_str!("../sql/api/sharing.sql"),
+    include_str!("../sql/api/slots.sql"),
+    include_str!("../sql/api/workspaces.sql"),
+    include_str!("../sql/api/events.sql"),
+    include_str!("../sql/api/context.sql"),
+    include_str!("../sql/api/vision.sql"),
+    include_str!("../sql/api/citus.sql"),
+    include_str!("../sql/api/privileges.sql"),
+];
 
-/// Runs `sql/api.sql` when `version` is this library's version; returns
+/// Runs the API files when `version` is this library's version; returns
 /// whether it did.
 #[pg_extern(volatile)]
 fn _install_api(version: &str) -> bool {
     if version != env!("CARGO_PKG_VERSION") {
         return false;
     }
-    Spi::run(API).unwrap_or_else(|e| error!("engram: loading the {version} API failed: {e}"));
+    for file in API_FILES {
+        Spi::run(file).unwrap_or_else(|e| error!("engram: loading the {version} API failed: {e}"));
+    }
     true
 }

@@ -1,0 +1,287 @@
+---------------------------------------------------------------------------
+-- lifecycle (for DBAs; pg_cron runs these)
+---------------------------------------------------------------------------
+
+CREATE FUNCTION engram.expire() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_job   text := engram._job_owner();
+    v_count bigint;
+BEGIN
+    UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
+    WHERE m.status = 'active' AND m.expires_at IS NOT NULL AND m.expires_at <= now()
+      AND (v_job IS NULL OR m.owner = v_job);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(v_job, 'expire', NULL, jsonb_build_object('count', v_count));
+    END IF;
+    RETURN v_count;
+END
+$fn$;
+
+-- Recomputes trust (age decay) and staleness (time since last access) of
+-- active memories; rows whose scores move by less than 0.001 are left alone
+-- so a daily rescore does not rewrite the whole table.
+CREATE FUNCTION engram.rescore() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_job   text := engram._job_owner();
+    v_count bigint;
+    -- Values, not calls: on Citus the statement runs on the shards, where
+    -- this session's settings are unknown.
+    v_now        timestamptz := now();
+    v_half_life  float8 := engram._setting_trust_half_life_days();
+    v_stale_days float8 := engram._setting_stale_after_days();
+BEGIN
+    WITH s AS (
+        SELECT m.owner, m.id,
+               engram._trust_at(v_now, v_half_life, m.author_type, m.created_at, m.correction_count, m.flag_count) AS trust,
+               engram._staleness_at(v_now, v_stale_days, greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
+                                    m.correction_count, m.flag_count) AS stale
+        FROM engram.memories m
+        LEFT JOIN engram.memory_access a ON a.owner = m.owner AND a.memory_id = m.id
+        WHERE m.status = 'active' AND (v_job IS NULL OR m.owner = v_job)
+    )
+    UPDATE engram.memories AS m SET trust_score = s.trust, staleness_score = s.stale
+    FROM s
+    WHERE m.owner = s.owner AND m.id = s.id
+      AND (abs(m.trust_score - s.trust) >= 0.001 OR abs(m.staleness_score - s.stale) >= 0.001);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM engram._audit(v_job, 'rescore', NULL, jsonb_build_object('count', v_count));
+    RETURN v_count;
+END
+$fn$;
+
+CREATE FUNCTION engram.purge(older_than interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_count bigint;
+BEGIN
+    PERFORM engram._require_privileged('purge');
+    IF purge.older_than IS NULL OR purge.older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must be a non-negative interval, e.g. purge(older_than => ''90 days'')'
+            USING ERRCODE = '22023';
+    END IF;
+    WITH gone AS (
+        DELETE FROM engram.memories m
+        WHERE m.status <> 'active' AND coalesce(m.archived_at, m.updated_at) < now() - purge.older_than
+        RETURNING m.owner, m.id
+    ), stats AS (
+        DELETE FROM engram.memory_access a USING gone WHERE a.owner = gone.owner AND a.memory_id = gone.id
+    )
+    SELECT count(*) INTO v_count FROM gone;
+    -- Search misses are kept as long as retired memories.
+    DELETE FROM engram.misses x WHERE x.at < now() - purge.older_than;
+    IF v_count > 0 THEN
+        PERFORM engram._audit(NULL, 'purge', NULL,
+            jsonb_build_object('count', v_count, 'older_than', purge.older_than::text));
+    END IF;
+    RETURN v_count;
+END
+$fn$;
+
+-- Right to erasure for a whole owner, for DBAs: every row that belongs to
+-- `owner` goes in one transaction: memories (their revisions, events and
+-- publications by foreign key, their scope-list entries by trigger), access
+-- statistics, misses, slots, workspaces and states, ghost settings, grants
+-- given by or to the owner, group memberships, tokens, and the owner's
+-- audit rows. What stays is one audit row recording the erasure (who, when,
+-- how many rows of each kind), and what other owners hold that names it:
+-- their own audit rows (a grant to it, a group membership change), their
+-- ghost memories of a conversation with it (tagged ghost_owner:<name>).
+-- Those are the other owners' records; docs/OPERATIONS.md says so.
+CREATE FUNCTION engram.erase_owner(owner text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner     text := nullif(btrim(erase_owner.owner), '');
+    v_counts    jsonb := '{}';
+    n           bigint;
+    v_erased_at timestamptz;
+BEGIN
+    PERFORM engram._require_privileged('erase_owner');
+    IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'erase_owner needs the owner to erase, e.g. SELECT engram.erase_owner(owner => ''alice'')'
+            USING ERRCODE = '22004';
+    END IF;
+    -- Waits for the owner's writes in flight; later ones wait for this one
+    -- and then fail (engram._lock_owner sees the tombstone left below).
+    INSERT INTO engram.owner_locks AS l (owner) VALUES (v_owner) ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM engram.owner_locks l WHERE l.owner = v_owner FOR UPDATE;
+    DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('access_rows', n);
+    DELETE FROM engram.memories m WHERE m.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('memories', n);
+    -- Rows of other tables that name the owner (revisions, events and
+    -- publications of its memories went with them).
+    DELETE FROM engram.revisions r WHERE r.owner = v_owner;
+    DELETE FROM engram.events e WHERE e.owner = v_owner;
+    DELETE FROM engram.publications p WHERE p.owner = v_owner;
+    DELETE FROM engram.slots x WHERE x.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('slots', n);
+    DELETE FROM engram.workspaces w WHERE w.owner = v_owner;  -- states by foreign key
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('workspaces', n);
+    DELETE FROM engram.states x WHERE x.owner = v_owner;
+    DELETE FROM engram.ghost_settings g WHERE g.owner = v_owner;
+    DELETE FROM engram.grants g WHERE g.owner = v_owner OR g.accessor = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('grants', n);
+    DELETE FROM engram.group_members g WHERE g.member = v_owner;
+    DELETE FROM engram.tokens t WHERE t.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('tokens', n);
+    DELETE FROM engram.misses x WHERE x.owner = v_owner;
+    -- Images only the erased memories held went with them
+    -- (image_refs_delete); these are the rest, bytes and embeddings included.
+    DELETE FROM engram.image_holds h WHERE h.owner = v_owner;
+    DELETE FROM engram.image_embeddings e WHERE e.owner = v_owner;
+    DELETE FROM engram.image_data d WHERE d.owner = v_owner;
+    DELETE FROM engram.images i WHERE i.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('images', n);
+    DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
+    DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
+    DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
+    DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    v_counts := v_counts || jsonb_build_object('audit_rows', n);
+    -- The lock row stays as a tombstone: the owner's name, when it was
+    -- erased, and zero usage (like the audit row of the erasure).
+    v_erased_at := clock_timestamp();  -- (a variable: Citus refuses volatile functions in UPDATE)
+    UPDATE engram.owner_locks AS l SET erased_at = v_erased_at, memories = 0, events = 0, image_bytes = 0,
+                                       slots = 0, workspaces = 0, states = 0
+    WHERE l.owner = v_owner;
+    PERFORM engram._audit(v_owner, 'erase_owner', NULL, v_counts);
+    RETURN v_counts;
+END
+$fn$;
+
+-- Export and import (engram-mcp export / import; docs/OPERATIONS.md): one
+-- JSON object per memory, with its embedding (pgvector's text form, exact),
+-- tags, metadata, status and lifecycle columns, and its revisions. For
+-- DBAs: both are not executable by PUBLIC.
+
+-- A page of `owner`'s memories (every status), in id order after `after`.
+CREATE FUNCTION engram.export_memories(owner text DEFAULT NULL, after uuid DEFAULT NULL, lim integer DEFAULT 500)
+RETURNS TABLE (id uuid, memory jsonb)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    PERFORM engram._require_privileged('export_memories');
+    IF export_memories.owner IS NULL OR btrim(export_memories.owner) = '' THEN
+        RAISE EXCEPTION 'export_memories needs the owner to export, e.g. export_memories(owner => ''alice'')'
+            USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    SELECT m.id,
+           to_jsonb(m) - 'content_tsv' - 'content_sha256' - 'dedup_key'
+           || jsonb_build_object('revisions', coalesce(
+                  (SELECT jsonb_agg(to_jsonb(r) - 'owner' - 'memory_id' ORDER BY r.revision)
+                   FROM engram.revisions r WHERE r.owner = m.owner AND r.memory_id = m.id), '[]'::jsonb))
+    FROM engram.memories m
+    WHERE m.owner = export_memories.owner AND (export_memories.after IS NULL OR m.id > export_memories.after)
+    ORDER BY m.id
+    LIMIT least(greatest(coalesce(export_memories.lim, 500), 1), 10000);
+END
+$fn$;
+
+-- Writes one exported memory for `owner` (or the owner it names), keeping
+-- its id, timestamps, status and revisions; `embedding` replaces the
+-- exported one (a re-embedding with another model). Idempotent: 'exists'
+-- when the id is already this owner's, 'duplicate' when an active memory
+-- with the same content and scope is, else 'created'. An id that belongs
+-- to another owner is refused.
+CREATE FUNCTION engram.import_memory(owner text DEFAULT NULL, memory jsonb DEFAULT NULL, embedding vector DEFAULT NULL,
+                                     keep_provenance boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := nullif(btrim(import_memory.owner), '');
+    r       engram.memories;
+    v_other text;
+    v_vec   vector;
+BEGIN
+    PERFORM engram._require_privileged('import_memory');
+    IF import_memory.memory IS NULL OR jsonb_typeof(import_memory.memory) <> 'object'
+       OR NOT (import_memory.memory ? 'id') OR NOT (import_memory.memory ? 'content') THEN
+        RAISE EXCEPTION 'import_memory needs one exported memory: a JSON object with at least id and content (engram.export_memories writes them)'
+            USING ERRCODE = '22023';
+    END IF;
+    -- The owner is the importer's to name, never the file's: a file cannot
+    -- pick whose memories it joins (the owner a line names is ignored;
+    -- engram-mcp import checks that a file names one owner, or takes --owner).
+    IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'import_memory needs the owner to import into: pass owner => ''alice'' (engram-mcp import --owner)'
+            USING ERRCODE = '22004';
+    END IF;
+    -- The embedding is read apart: the row type's column has the database's
+    -- dimension, and an export from another model must reach the check
+    -- below (a clear error), not a cast error.
+    r := jsonb_populate_record(NULL::engram.memories, import_memory.memory - 'content_tsv' - 'embedding');
+    -- Provenance (source, author, trust, revision authors) comes from the
+    -- file only when the DBA says so (keep_provenance => true): by default
+    -- an imported memory is a plain memory written by an agent, its trust
+    -- computed anew from its age, corrections and flags, and its revisions
+    -- changed by the importing role.
+    IF NOT coalesce(import_memory.keep_provenance, false) THEN
+        r.source := 'memory';
+        r.author_type := 'agent';
+        r.trust_score := NULL;
+    END IF;
+    -- What a hand-written or older file leaves out takes remember's defaults.
+    r.kind := coalesce(r.kind, 'semantic');
+    r.source := coalesce(r.source, 'memory');
+    r.tags := coalesce(engram._tag_set(r.tags), '{}');
+    r.metadata := coalesce(r.metadata, '{}');
+    r.importance := coalesce(r.importance, 0.5);
+    r.author_type := coalesce(r.author_type, 'agent');
+    PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(r.metadata),
+        octet_length(r.metadata::text), r.importance, r.author_type, r.internal_type);
+    PERFORM engram._check_doc('metadata', r.metadata);
+    v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
+    PERFORM engram._check_vector(v_vec, 'embedding');
+    PERFORM engram._lock_owner(v_owner);
+    SELECT m.owner INTO v_other FROM engram.memories m WHERE m.id = r.id;
+    IF v_other = v_owner THEN
+        RETURN 'exists';
+    ELSIF v_other IS NOT NULL THEN
+        RAISE EXCEPTION 'memory % belongs to another owner; import into that owner, or export again with new ids', r.id
+            USING ERRCODE = '23505';
+    END IF;
+    r.dedup_key := engram._dedup_key(r.content, r.internal_type, engram._scope_of(r.tags), r.kind, r.session_id);
+    IF coalesce(r.status, 'active') = 'active' AND EXISTS (
+        SELECT 1 FROM engram.memories m WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = r.dedup_key) THEN
+        RETURN 'duplicate';
+    END IF;
+    INSERT INTO engram.memories
+        (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, status, archive_reason, archive_note, merged_into, flagged_at, flag_count,
+         flag_reason, correction_count, revision, trust_score, staleness_score, session_id, created_at,
+         updated_at, expires_at, archived_at, access_level)
+    VALUES
+        (r.id, v_owner, r.kind, r.source, r.internal_type, r.content,
+         sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, r.tags,
+         r.metadata, v_vec, r.author_type, r.importance,
+         coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
+         coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
+         coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
+         coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
+         coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5));
+    INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
+                                  reason, is_correction, changed_by)
+    SELECT r.id, v.revision, v_owner, v.content, coalesce(v.tags, '{}'), coalesce(v.metadata, '{}'),
+           coalesce(v.written_at, now()), coalesce(v.replaced_at, now()), left(v.reason, 1000),
+           coalesce(v.is_correction, false),
+           CASE WHEN coalesce(import_memory.keep_provenance, false) THEN coalesce(v.changed_by, engram._caller_role())
+                ELSE engram._caller_role() END
+    FROM jsonb_populate_recordset(NULL::engram.revisions,
+             CASE WHEN jsonb_typeof(import_memory.memory -> 'revisions') = 'array'
+                  THEN import_memory.memory -> 'revisions' ELSE '[]' END) v;
+    PERFORM engram._audit(v_owner, 'import', r.id,
+        jsonb_build_object('reembedded', import_memory.embedding IS NOT NULL,
+                           'kept_provenance', coalesce(import_memory.keep_provenance, false)));
+    RETURN 'created';
+END
+$fn$;

@@ -1,0 +1,568 @@
+---------------------------------------------------------------------------
+-- configuration
+---------------------------------------------------------------------------
+
+-- Sets the embedding dimension of this database (default 384), allowed
+-- while no memory holds an embedding, and the dimension of image
+-- embeddings (default 512, at most 1536), allowed while no image holds one.
+-- Rebuilds what depends on the column (the memories' HNSW index).
+CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_current integer;
+    v_stored bigint;
+BEGIN
+    PERFORM engram._require_privileged('configure');
+    v_current := engram._dims();
+    IF configure.embedding_dims IS NOT NULL AND configure.embedding_dims <> v_current THEN
+        PERFORM engram._check_dims(configure.embedding_dims);
+        SELECT count(*) INTO v_stored FROM engram.memories m WHERE m.embedding IS NOT NULL;
+        IF v_stored > 0 THEN
+            RAISE EXCEPTION '% memories hold % -dimension embeddings; the dimension can change only while none do (re-embed into a new database, or engram.purge/forget them first)', v_stored, v_current
+                USING ERRCODE = '55000';
+        END IF;
+        DROP INDEX engram.memories_embedding_hnsw;
+        EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', configure.embedding_dims);
+        CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
+    END IF;
+    v_current := engram._image_dims();
+    IF configure.image_dims IS NOT NULL AND configure.image_dims <> v_current THEN
+        PERFORM engram._check_dims(configure.image_dims);
+        IF configure.image_dims > 1536 THEN
+            RAISE EXCEPTION 'image_dims % is above 1536; image embeddings are stored uncompressed in the row, which leaves room for 1536 dimensions (CLIP models use 512 to 1024)', configure.image_dims
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT count(*) INTO v_stored FROM engram.image_embeddings e;
+        IF v_stored > 0 THEN
+            RAISE EXCEPTION '% images hold % -dimension embeddings; the image dimension can change only while none do (release those images first)', v_stored, v_current
+                USING ERRCODE = '55000';
+        END IF;
+        EXECUTE format('ALTER TABLE engram.image_embeddings ALTER COLUMN embedding TYPE vector(%s)', configure.image_dims);
+        -- ALTER COLUMN TYPE takes the type's storage; keep the rows compact.
+        -- (Not on Citus, which cannot set a column's storage on its shards.)
+        IF NOT engram._is_distributed() THEN
+            ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+        END IF;
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('image_dims', configure.image_dims, 'previous', v_current));
+    END IF;
+    RETURN jsonb_build_object(
+        'embedding_dims', engram._dims(),
+        'image_dims', engram._image_dims(),
+        'image_max_bytes', engram._setting_image_max_bytes(),
+        'conflict_threshold', engram._setting_conflict_threshold(),
+        'staleness_weight', engram._setting_staleness_weight(),
+        'trust_half_life_days', engram._setting_trust_half_life_days(),
+        'stale_after_days', engram._setting_stale_after_days(),
+        'hnsw_ef_search', engram._setting_hnsw_ef_search(),
+        'exact_search_rows', engram._setting_exact_search_rows(),
+        'list_search_rows', engram._setting_list_search_rows(),
+        'hnsw_min_selectivity', engram._setting_hnsw_min_selectivity());
+END
+$fn$;
+
+---------------------------------------------------------------------------
+-- writes
+---------------------------------------------------------------------------
+
+-- A memory's time to live: positive and at most 100 years (NULL: kept
+-- until forgotten), so that now() + ttl is always a timestamp.
+CREATE FUNCTION engram._check_ttl(p_ttl interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_ttl IS NOT NULL AND (p_ttl <= interval '0' OR p_ttl > interval '100 years') THEN
+        RAISE EXCEPTION 'ttl % is out of range; pass a positive interval of at most 100 years (36500 days), such as ''30 days'', or NULL to keep the memory', engram._echo(p_ttl::text)
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- Whether the call comes from a DBA (privileged, not withheld) or a
+-- platform token's binding: who may administer groups, publish to any
+-- group, and say a person wrote a memory.
+CREATE FUNCTION engram._privileged_or_platform() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN engram._caller_privileged() OR coalesce((engram._binding() ->> 'platform')::boolean, false);
+END
+$fn$;
+
+-- Who may say a person wrote a memory (author_type 'human', the highest
+-- trust weight): DBAs and platform tokens. A user token is an agent's
+-- credential; its writes are the agent's (author_type 'agent' or 'system').
+CREATE FUNCTION engram._check_author(p_author_type text) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_author_type = 'human' AND NOT engram._privileged_or_platform() THEN
+        RAISE EXCEPTION 'author_type ''human'' is for DBAs and platform tokens; a user token writes as an agent: pass author_type => ''agent'' (the default) or ''system'''
+            USING ERRCODE = '42501';
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION engram.remember(
+    owner text DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    kind text DEFAULT 'semantic',
+    tags text[] DEFAULT '{}',
+    metadata jsonb DEFAULT '{}',
+    ttl interval DEFAULT NULL,
+    importance real DEFAULT 0.5,
+    author_type text DEFAULT 'agent',
+    internal_type text DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    force boolean DEFAULT false,
+    conflict_threshold real DEFAULT NULL,
+    access_level integer DEFAULT 5)
+RETURNS TABLE (status text, id uuid, conflicts jsonb)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner     text := engram._caller(remember.owner, remember.internal_type,
+                                       engram._scope_of(coalesce(engram._tag_set(remember.tags), '{}')), true);
+    v_kind      text := coalesce(remember.kind, 'semantic');
+    v_tags      text[] := coalesce(engram._tag_set(remember.tags), '{}');
+    v_metadata  jsonb := coalesce(remember.metadata, '{}');
+    v_threshold real := coalesce(remember.conflict_threshold, engram._setting_conflict_threshold());
+    v_scope     text[];
+    v_key       bytea;
+    v_id        uuid;
+    v_stale     boolean;
+    v_conflicts jsonb;
+    v_superseded uuid[];
+BEGIN
+    PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
+        octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
+    PERFORM engram._check_doc('metadata', v_metadata);
+    PERFORM engram._check_author(remember.author_type);
+    PERFORM engram._check_short('session_id', remember.session_id, 256);
+    PERFORM engram._check_vector(remember.embedding, 'embedding');
+    PERFORM engram._check_ttl(remember.ttl);
+    IF NOT (v_threshold BETWEEN 0 AND 1) THEN
+        RAISE EXCEPTION 'conflict_threshold % is out of range; pass a cosine similarity between 0 and 1', v_threshold
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._check_access_level(remember.access_level);
+
+    PERFORM engram._lock_owner(v_owner);
+    -- Under the owner's lock, and locking the images named: a release or a
+    -- forget cannot erase them between this check and the write.
+    IF v_metadata ? 'images' THEN
+        PERFORM engram._check_image_refs(v_owner, v_metadata);
+    END IF;
+    v_scope := engram._scope_of(v_tags);
+    v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
+
+    -- A retried call finds its own earlier write and creates nothing. An
+    -- identical memory past its expiry is expired already: mark it, so that
+    -- it neither counts as a duplicate nor blocks the new row.
+    SELECT m.id, m.expires_at <= now() INTO v_id, v_stale FROM engram.memories m
+    WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = v_key;
+    IF v_stale THEN
+        UPDATE engram.memories AS m SET status = 'expired', archived_at = now(), updated_at = now()
+        WHERE m.id = v_id;
+        PERFORM engram._audit(v_owner, 'expire', v_id, jsonb_build_object('count', 1));
+        v_id := NULL;
+    ELSIF v_id IS NOT NULL THEN
+        RETURN QUERY SELECT 'duplicate'::text, v_id, NULL::jsonb;
+        RETURN;
+    END IF;
+
+    -- Episodic memories are events: two similar events never contradict.
+    -- Each of the five nearest memories is a conflict when engram-core's
+    -- conflict rules give a reason (similar, correction, changed_value,
+    -- negation); the reasons are returned with it.
+    IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
+        SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', left(c.content, 2000),
+                                            'similarity', round(c.sim::numeric, 4), 'reasons', to_jsonb(c.reasons))
+                         || CASE WHEN char_length(c.content) > 2000 THEN '{"truncated": true}'::jsonb ELSE '{}' END
+                         ORDER BY c.sim DESC)
+        INTO v_conflicts
+        FROM (
+            SELECT m.id, m.content, (1 - k.distance)::real AS sim,
+                   engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
+            FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
+                  FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
+                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                                   remember.embedding, 5) n) near,
+                 unnest(near.ids, near.dists) AS k(id, distance),
+                 engram._rows(v_owner, near.ids) m
+            WHERE m.id = k.id
+        ) c
+        WHERE cardinality(c.reasons) > 0;
+        IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
+            RETURN QUERY SELECT 'conflict'::text, NULL::uuid, v_conflicts;
+            RETURN;
+        END IF;
+        IF v_conflicts IS NOT NULL THEN
+            v_metadata := v_metadata || jsonb_build_object('engram_forced_over',
+                (SELECT jsonb_agg(c -> 'id') FROM jsonb_array_elements(v_conflicts) c));
+            -- Stored anyway over a correction, a changed value or a
+            -- negation, the new memory supersedes those: they are flagged
+            -- below, so the newer fact ranks above the stale one.
+            v_superseded := ARRAY(SELECT (c ->> 'id')::uuid FROM jsonb_array_elements(v_conflicts) c
+                                  WHERE (c -> 'reasons') ?| engram._superseding_reasons());
+        END IF;
+    END IF;
+
+    INSERT INTO engram.memories AS m
+        (owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, trust_score, session_id, expires_at, access_level)
+    VALUES
+        (v_owner, v_kind, remember.internal_type, remember.content,
+         sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
+         remember.author_type, remember.importance,
+         engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0, 0), remember.session_id,
+         now() + remember.ttl, remember.access_level)
+    RETURNING m.id INTO v_id;
+    PERFORM engram._audit(v_owner, 'remember', v_id,
+        jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
+    IF cardinality(v_superseded) > 0 THEN
+        PERFORM engram._flag_rows(v_owner, v_superseded, 'superseded by ' || v_id,
+                                  jsonb_build_object('superseded_by', v_id));
+    END IF;
+    RETURN QUERY SELECT 'created'::text, v_id, v_conflicts;
+END
+$fn$;
+
+CREATE FUNCTION engram.update(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    tags text[] DEFAULT NULL,
+    metadata jsonb DEFAULT NULL,
+    reason text DEFAULT NULL,
+    is_correction boolean DEFAULT true,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    access_level integer DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner   text := engram._caller(update.owner, update.internal_type, update.scope_tags, true);
+    v_tags    text[] := engram._tag_set(update.tags);
+    r         engram.memories;
+BEGIN
+    PERFORM engram._check_short('reason', update.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
+    PERFORM engram._require_writable(r, 'update');
+    IF update.content IS NULL AND update.embedding IS NULL AND update.tags IS NULL AND update.metadata IS NULL
+       AND update.access_level IS NULL THEN
+        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags, metadata or access_level'
+            USING ERRCODE = '22023';
+    END IF;
+    IF update.access_level IS NOT NULL THEN
+        PERFORM engram._check_access_level(update.access_level);
+    END IF;
+    PERFORM engram._check_new_content(r, update.content, update.embedding);
+    IF v_tags IS NOT NULL THEN
+        PERFORM engram._check_tags(v_tags, r.internal_type, r.tags);
+    END IF;
+    IF update.metadata IS NOT NULL THEN
+        PERFORM engram._check_metadata(jsonb_typeof(update.metadata), octet_length(update.metadata::text));
+        PERFORM engram._check_doc('metadata', update.metadata);
+        PERFORM engram._check_image_refs(v_owner, update.metadata);
+    END IF;
+
+    RETURN engram._rewrite(r, v_owner, update.content, update.embedding, v_tags, update.metadata,
+                           update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
+END
+$fn$;
+
+-- A new content and embedding for row r (update, resource_update): the
+-- content within limits, a changed content with its new embedding, the
+-- embedding of the database's dimension.
+CREATE FUNCTION engram._check_new_content(r engram.memories, p_content text, p_embedding vector) RETURNS void
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_content IS NOT NULL THEN
+        PERFORM engram._check_content(p_content);
+        IF p_content <> r.content AND p_embedding IS NULL AND r.embedding IS NOT NULL THEN
+            RAISE EXCEPTION 'a content change needs a new embedding; pass embedding => the embedding of the new content'
+                USING ERRCODE = '22004';
+        END IF;
+    END IF;
+    PERFORM engram._check_vector(p_embedding, 'embedding');
+END
+$fn$;
+
+-- The write of update and resource_update, after their checks: the old
+-- version becomes a revision, the row takes the new values (NULL keeps a
+-- field), trust and staleness follow the correction count, one audit row
+-- of p_action. Refuses content another active memory of the owner holds.
+-- Returns the new revision number.
+CREATE FUNCTION engram._rewrite(
+    r engram.memories, p_owner text, p_content text, p_embedding vector, p_tags text[], p_metadata jsonb,
+    p_access_level integer, p_reason text, p_is_correction boolean, p_action text)
+RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_content text := coalesce(p_content, r.content);
+    v_tags    text[] := coalesce(p_tags, r.tags);
+    v_key     bytea := engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id);
+    v_other   uuid;
+    v_correct integer := r.correction_count + CASE WHEN p_is_correction THEN 1 ELSE 0 END;
+BEGIN
+    SELECT m.id INTO v_other FROM engram.memories m
+    WHERE m.owner = p_owner AND m.status = 'active' AND m.dedup_key = v_key AND m.id <> r.id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'memory % already holds this content; forget one of the two or consolidate them', v_other
+            USING ERRCODE = '23505';
+    END IF;
+
+    INSERT INTO engram.revisions AS v
+        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by)
+    VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
+            p_reason, p_is_correction, engram._caller_role());
+
+    UPDATE engram.memories AS m SET
+        content = v_content,
+        content_sha256 = sha256(convert_to(v_content, 'UTF8'::name)),
+        dedup_key = v_key,
+        embedding = coalesce(p_embedding, m.embedding),
+        tags = v_tags,
+        metadata = engram._keep_images(p_metadata, m.metadata),
+        access_level = coalesce(p_access_level, m.access_level),
+        revision = m.revision + 1,
+        correction_count = v_correct,
+        trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, v_correct, m.flag_count),
+        staleness_score = engram._staleness_at(now(), engram._setting_stale_after_days(), now(), v_correct, m.flag_count),
+        updated_at = now()
+    WHERE m.id = r.id;
+    PERFORM engram._audit(p_owner, p_action, r.id,
+        jsonb_build_object('revision', r.revision + 1, 'is_correction', p_is_correction,
+                           'content_changed', v_content <> r.content));
+    RETURN r.revision + 1;
+END
+$fn$;
+
+CREATE FUNCTION engram.forget(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    reason text DEFAULT NULL,
+    hard boolean DEFAULT false,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(forget.owner, forget.internal_type, forget.scope_tags, true);
+    r       engram.memories;
+BEGIN
+    PERFORM engram._check_short('reason', forget.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate(v_owner, forget.id, forget.internal_type, forget.scope_tags, true);
+    IF r.source = 'resource' THEN
+        RAISE EXCEPTION 'memory % is a resource: people curate resources, agents only read them; delete it with engram.resource_delete (DELETE /api/resources/{id}, platform tokens)', r.id
+            USING ERRCODE = '42501';
+    END IF;
+    IF coalesce(forget.hard, false) THEN
+        -- Right to erasure: the row, its revisions (FK cascade) and its
+        -- access stats go; the audit log never held its content.
+        DELETE FROM engram.memory_access a WHERE a.owner = r.owner AND a.memory_id = r.id;
+        DELETE FROM engram.memories m WHERE m.owner = r.owner AND m.id = r.id;
+        PERFORM engram._audit(v_owner, 'forget', r.id, jsonb_build_object('hard', true));
+        RETURN true;
+    END IF;
+    IF r.source <> 'memory' THEN
+        PERFORM engram._require_writable(r, 'soft forget');
+    END IF;
+    IF r.status <> 'active' THEN
+        RETURN false;
+    END IF;
+    UPDATE engram.memories AS m SET
+        status = 'archived', archive_reason = 'forgotten', archive_note = forget.reason,
+        archived_at = now(), updated_at = now()
+    WHERE m.id = r.id;
+    PERFORM engram._audit(v_owner, 'forget', r.id, jsonb_build_object('hard', false));
+    RETURN true;
+END
+$fn$;
+
+-- Flags the owner's writable memories `p_ids` as wrong or doubtful: trust
+-- halves and staleness rises (engram-core's scoring), one audit row each.
+-- The body of engram.flag, and of remember's superseding.
+CREATE FUNCTION engram._flag_rows(p_owner text, p_ids uuid[], p_reason text, p_details jsonb) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        UPDATE engram.memories AS m SET
+            flag_count = m.flag_count + 1,
+            flagged_at = now(),
+            flag_reason = p_reason,
+            trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
+            staleness_score = greatest(m.staleness_score,
+                engram._staleness_at(now(), engram._setting_stale_after_days(), m.updated_at, m.correction_count, m.flag_count + 1))
+        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
+        RETURNING m.id, m.flag_count
+    LOOP
+        PERFORM engram._audit(p_owner, 'flag', f.id, jsonb_build_object('flag_count', f.flag_count) || p_details);
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION engram.flag(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    reason text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS real
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(flag.owner, flag.internal_type, flag.scope_tags, true);
+    r       engram.memories;
+    v_trust real;
+BEGIN
+    IF flag.reason IS NULL OR btrim(flag.reason) = '' THEN
+        RAISE EXCEPTION 'reason is required; say why the memory is wrong or doubtful (reason => ''...'')'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_short('reason', flag.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate(v_owner, flag.id, flag.internal_type, flag.scope_tags, true);
+    PERFORM engram._require_writable(r, 'flag');
+    PERFORM engram._flag_rows(v_owner, ARRAY[r.id], flag.reason, '{}');
+    SELECT m.trust_score INTO v_trust FROM engram.memories m WHERE m.id = r.id;
+    RETURN v_trust;
+END
+$fn$;
+
+-- The active, writable memories `ids` of one owner, locked, all of one
+-- internal type and scope; raises on any id the caller cannot see.
+CREATE FUNCTION engram._merge_sources(p_owner text, p_ids uuid[], p_internal_type text, p_scope text[])
+RETURNS SETOF engram.memories
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r engram.memories;
+    v_id uuid;
+BEGIN
+    PERFORM engram._check_merge(p_ids);
+    FOREACH v_id IN ARRAY p_ids LOOP
+        r := engram._locate(p_owner, v_id, p_internal_type, p_scope, true);
+        PERFORM engram._require_writable(r, 'merge');
+        RETURN NEXT r;
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION engram.consolidate(
+    owner text DEFAULT NULL,
+    ids uuid[] DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    tags text[] DEFAULT NULL,
+    kind text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner  text := engram._caller(consolidate.owner, consolidate.internal_type, consolidate.scope_tags, true);
+    v_id     uuid := gen_random_uuid();
+    v_src    engram.memories[];
+    v_tags   text[];
+    v_kind   text;
+    v_author text;
+    v_key    bytea;
+BEGIN
+    PERFORM engram._lock_owner(v_owner);
+    SELECT array_agg(s) INTO v_src
+    FROM engram._merge_sources(v_owner, consolidate.ids, consolidate.internal_type, consolidate.scope_tags) s;
+    -- Defaults: the union of the originals' tags, their common kind, and the
+    -- least trusted author among them (a merge cannot launder trust).
+    SELECT coalesce(engram._tag_set(consolidate.tags), array_agg(DISTINCT t ORDER BY t) FILTER (WHERE t IS NOT NULL), '{}')
+    INTO v_tags FROM unnest(v_src) s LEFT JOIN LATERAL unnest(s.tags) t ON true;
+    SELECT coalesce(consolidate.kind, CASE WHEN count(DISTINCT s.kind) = 1 THEN min(s.kind) ELSE 'semantic' END),
+           CASE WHEN bool_or(s.author_type = 'agent') THEN 'agent'
+                WHEN bool_or(s.author_type = 'system') THEN 'system' ELSE 'human' END
+    INTO v_kind, v_author FROM unnest(v_src) s;
+    PERFORM engram._check_memory(consolidate.content, v_kind, v_tags, 'object', 2, 0.5, v_author,
+                                 consolidate.internal_type);
+    PERFORM engram._check_vector(consolidate.embedding, 'embedding');
+
+    UPDATE engram.memories AS m SET
+        status = 'archived', archive_reason = 'consolidated', merged_into = v_id,
+        archived_at = now(), updated_at = now()
+    WHERE m.id = ANY (consolidate.ids);
+
+    v_key := engram._dedup_key(consolidate.content, consolidate.internal_type, engram._scope_of(v_tags), v_kind, NULL);
+    INSERT INTO engram.memories AS m
+        (id, owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
+         author_type, importance, trust_score)
+    SELECT v_id, v_owner, v_kind, consolidate.internal_type, consolidate.content,
+           sha256(convert_to(consolidate.content, 'UTF8'::name)), v_key, v_tags,
+           -- The sources' images move to the merged memory, which holds
+           -- them once the archived sources are purged.
+           jsonb_build_object('consolidated_from', to_jsonb(consolidate.ids))
+           -- (at most 32, the limit of one memory).
+           || coalesce((SELECT jsonb_build_object('images', jsonb_agg(y.sha ORDER BY y.sha))
+                        FROM (SELECT DISTINCT x.sha
+                              FROM unnest(v_src) src, unnest(engram._image_refs(src.metadata, false)) AS x(sha)
+                              ORDER BY x.sha LIMIT 32) y
+                        HAVING count(*) > 0), '{}'),
+           consolidate.embedding,
+           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0, 0)
+    FROM unnest(v_src) s;
+    PERFORM engram._audit(v_owner, 'consolidate', v_id, jsonb_build_object('from', to_jsonb(consolidate.ids)));
+    RETURN v_id;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'another active memory already holds this content; consolidate it too, or change the content'
+        USING ERRCODE = '23505';
+END
+$fn$;
+
+CREATE FUNCTION engram.crystallize(
+    owner text DEFAULT NULL,
+    ids uuid[] DEFAULT NULL,
+    name text DEFAULT NULL,
+    content text DEFAULT NULL,
+    embedding vector DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(crystallize.owner, crystallize.internal_type, crystallize.scope_tags, true);
+    v_id    uuid := gen_random_uuid();
+    v_tags  text[];
+    v_src   engram.memories[];
+BEGIN
+    IF crystallize.name IS NULL OR btrim(crystallize.name) = '' OR length(crystallize.name) > 200 THEN
+        RAISE EXCEPTION 'name is required (1 to 200 characters); name the skill, e.g. name => ''deploy-to-staging'''
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
+    SELECT array_agg(s) INTO v_src
+    FROM engram._merge_sources(v_owner, crystallize.ids, crystallize.internal_type, crystallize.scope_tags) s;
+    -- A skill keeps the originals' internal marker and scope, so it stays
+    -- visible exactly where they were.
+    v_tags := CASE crystallize.internal_type WHEN 'ghost' THEN '{ghost}'::text[]
+                                             WHEN 'agent' THEN '{agent}'::text[] ELSE '{}'::text[] END
+              || engram._scope_of(v_src[1].tags) || ARRAY['skill'];
+    PERFORM engram._check_memory(crystallize.content, 'procedural', v_tags, 'object', 2, 0.5, 'agent',
+                                 crystallize.internal_type);
+    PERFORM engram._check_vector(crystallize.embedding, 'embedding');
+
+    UPDATE engram.memories AS m SET merged_into = v_id WHERE m.id = ANY (crystallize.ids);
+    INSERT INTO engram.memories AS m
+        (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata,
+         embedding, author_type, importance, trust_score)
+    VALUES (v_id, v_owner, 'procedural', 'skill', crystallize.internal_type, crystallize.content,
+            sha256(convert_to(crystallize.content, 'UTF8'::name)),
+            engram._dedup_key(crystallize.content, crystallize.internal_type, engram._scope_of(v_tags), 'procedural', NULL),
+            v_tags, jsonb_build_object('name', crystallize.name, 'crystallized_from', to_jsonb(crystallize.ids)),
+            crystallize.embedding, 'agent', 0.5, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0));
+    PERFORM engram._audit(v_owner, 'crystallize', v_id, jsonb_build_object('from', to_jsonb(crystallize.ids)));
+    RETURN v_id;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'an active memory already holds this skill content; recall it instead of crystallizing again'
+        USING ERRCODE = '23505';
+END
+$fn$;

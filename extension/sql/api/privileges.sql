@@ -1,0 +1,93 @@
+---------------------------------------------------------------------------
+-- privileges, row-level security and search_path
+---------------------------------------------------------------------------
+
+-- The restricted role reads its own rows (RLS: the bound owner) and writes
+-- only through the functions above, which run as the extension's owner
+-- (SECURITY DEFINER, below), check the binding, and audit every change.
+-- engram._rls_owner() is a C function: calling it loads the library, whose
+-- SUSET definition of engram.owner discards a placeholder value an
+-- unprivileged role may have set before. It is NULL (no rows) in a ghost or
+-- agent conversation, which reads only through engram's functions.
+GRANT USAGE ON SCHEMA engram TO engram_agent;
+GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
+               engram.ghost_settings, engram.grants, engram.publications, engram.slots,
+               engram.workspaces, engram.states, engram.events, engram.misses,
+               engram.images, engram.image_data, engram.image_embeddings TO engram_agent;
+CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.audit_log FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.ghost_settings FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.grants FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.publications FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.slots FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.workspaces FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.states FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.events FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.images FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.image_data FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.image_embeddings FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+
+-- Administrative functions are for DBAs, not for agents.
+REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.rebuild_lists(text) FROM PUBLIC;
+-- The scope lists' Rust helpers read nothing but their arguments; only
+-- engram's own functions need them.
+REVOKE EXECUTE ON FUNCTION engram._nearest_step(bytea, bytea, integer, bytea, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._nearest(bytea, integer, bytea, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._candidates(bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._block_without(bytea, integer, uuid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._block_capacity(integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.distribute(integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._install_api(text) FROM PUBLIC;
+
+-- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
+-- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so
+-- no object a caller can create shadows what engram calls. The public API
+-- (names without a leading underscore) runs as the extension's owner
+-- (SECURITY DEFINER): it is the only way to write. The helpers run as their
+-- caller and are not executable by PUBLIC.
+DO $$
+DECLARE
+    v_vector_schema text;
+    f record;
+BEGIN
+    SELECT n.nspname INTO v_vector_schema
+    FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+    FOR f IN
+        SELECT p.oid::regprocedure AS sig, p.proname LIKE '\_%' AS helper FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+        WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, engram, %I, pg_temp', f.sig, v_vector_schema);
+        IF f.helper THEN
+            EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.sig);
+        ELSE
+            EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER', f.sig);
+        END IF;
+    END LOOP;
+END
+$$;
+-- engram-mcp checks the embedding dimension at start, before any binding.
+GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
+-- Row-level security on a Citus worker checks a binding's proof. The
+-- proof's Rust helpers are the extension's own.
+ALTER FUNCTION engram._remote_owner(text) SECURITY DEFINER;
+GRANT EXECUTE ON FUNCTION engram._remote_owner(text) TO engram_agent;
+REVOKE EXECUTE ON FUNCTION engram._sign_binding(text, text, boolean, bigint, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_key(bytea, bytea) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_claim(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._binding_proof_valid(text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION engram._image_dims() TO engram_agent;

@@ -1,0 +1,519 @@
+---------------------------------------------------------------------------
+-- reads
+---------------------------------------------------------------------------
+
+CREATE TYPE engram.search_hit AS (
+    id uuid, content text, kind text, tags text[], metadata jsonb,
+    similarity real, score real, trust_score real, staleness_score real, created_at timestamptz,
+    source text);
+
+-- Counts an access for each id, in the stats table beside the memories
+-- (never in the rows the HNSW index points at). Skipped in read-only
+-- transactions (hot standby, SET TRANSACTION READ ONLY).
+CREATE FUNCTION engram._touch(p_owner text, p_ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF current_setting('transaction_read_only')::boolean OR p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO engram.memory_access AS a (memory_id, owner, access_count, last_accessed_at)
+    SELECT DISTINCT i, p_owner, 1, now() FROM unnest(p_ids) i
+    ORDER BY 1  -- a fixed lock order: concurrent searches never deadlock
+    ON CONFLICT (owner, memory_id) DO UPDATE
+        SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at;
+END
+$fn$;
+
+-- The access statistics of an owner's memories (of p_ids only, when
+-- given), for readers that show them. Empty on a hot standby: memory_access
+-- is UNLOGGED (see schema.sql), and Postgres refuses to even plan a query
+-- that names an unlogged table during recovery, so the readers (recall,
+-- list) name this function instead and work on a standby, with zero
+-- counts. plpgsql plans the SELECT only when it runs.
+CREATE FUNCTION engram._accesses(p_owner text, p_ids uuid[] DEFAULT NULL)
+RETURNS TABLE (memory_id uuid, access_count bigint, last_accessed_at timestamptz)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RETURN;
+    END IF;
+    IF p_owner IS NULL THEN
+        RETURN QUERY
+        SELECT a.memory_id, a.access_count, a.last_accessed_at FROM engram.memory_access a
+        WHERE p_ids IS NULL OR a.memory_id = ANY (p_ids);
+        RETURN;
+    END IF;
+    -- An owner's by a plain equality: one shard on Citus.
+    RETURN QUERY
+    SELECT a.memory_id, a.access_count, a.last_accessed_at FROM engram.memory_access a
+    WHERE a.owner = p_owner AND (p_ids IS NULL OR a.memory_id = ANY (p_ids));
+END
+$fn$;
+
+-- Records a search that found nothing (engram.misses, shown by stats), like
+-- _touch skipped in read-only transactions. The query text is cut at 1000
+-- characters.
+-- Bounded per owner without counting: every 100th miss of the database
+-- (by id) trims its owner's to the newest 1000. Not recorded for an owner
+-- erased while the search's transaction ran.
+CREATE FUNCTION engram._miss(p_owner text, p_text text, p_had_embedding boolean) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF NOT current_setting('transaction_read_only')::boolean THEN
+        -- A metric: a failure to record it must never fail the search.
+        BEGIN
+            INSERT INTO engram.misses (owner, query_text, had_embedding)
+            SELECT p_owner, left(nullif(btrim(p_text), ''), 1000), p_had_embedding
+            WHERE NOT EXISTS (SELECT 1 FROM engram.owner_locks l
+                              WHERE l.owner = p_owner AND l.erased_at >= transaction_timestamp())
+            RETURNING id INTO v_id;
+            IF v_id % 100 = 0 THEN
+                DELETE FROM engram.misses x
+                WHERE x.owner = p_owner AND x.id < (SELECT y.id FROM engram.misses y WHERE y.owner = p_owner
+                                                    ORDER BY y.id DESC OFFSET 999 LIMIT 1);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'engram: search miss not recorded: %', SQLERRM;
+        END;
+    END IF;
+END
+$fn$;
+
+-- The k best memories of scope s for a query, best score first: the body of
+-- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
+-- text legs by rank; a row that the text leg found is kept whatever its
+-- cosine (min_similarity applies to vector-only rows), so a rare exact token
+-- is found even when the embeddings disagree.
+CREATE FUNCTION engram._search(
+    s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real)
+RETURNS engram.search_hit[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_k      integer := engram._clamp_k(p_k);
+    v_pool   integer;
+    v_weight real := engram._setting_staleness_weight();
+    v_text   text := nullif(btrim(p_text), '');
+    v_hits   engram.search_hit[];
+    -- The query's exact tokens (codes, ids, numbers): a text match on one
+    -- of them is a full vote in the fusion, a match on plain words a weak one.
+    v_exact  tsquery;
+    v_vids   uuid[];
+    v_vdists float8[];
+    v_lids   uuid[];
+    v_lranks real[];
+BEGIN
+    IF p_embedding IS NULL AND v_text IS NULL THEN
+        RAISE EXCEPTION 'search needs query_embedding, query_text or both'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_vector(p_embedding, 'query_embedding');
+    IF p_text IS NOT NULL AND octet_length(p_text) > 65536 THEN
+        RAISE EXCEPTION 'query_text is % bytes; the limit is 65536', octet_length(p_text)
+            USING ERRCODE = '54000';
+    END IF;
+    -- Candidates per leg. Vector search ranks the k nearest by composite
+    -- score (trust and staleness reorder them, they do not pull in rows
+    -- outside the k nearest). Hybrid queries widen the vector pool so that
+    -- a lexical hit with a weak (but not absent) vector rank gets credit
+    -- for both lists instead of tying with vector-only rows.
+    v_pool := v_k;
+    IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
+        v_pool := greatest(v_pool, 100);
+    END IF;
+    IF v_text IS NOT NULL THEN
+        SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
+        FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
+        WHERE numnode(q) > 0;
+    END IF;
+
+    -- Each leg's candidates first, then their rows (engram._rows): a
+    -- statement never joins a candidate function to the table (Citus).
+    IF p_embedding IS NOT NULL THEN
+        SELECT array_agg(c.id), array_agg(c.distance) INTO v_vids, v_vdists
+        FROM engram._knn(s, p_embedding, v_pool) c;
+    END IF;
+    IF v_text IS NULL THEN
+        -- Vector only: the k nearest, ranked by composite score.
+        SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
+                             engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                               m.staleness_score, v_weight),
+                             m.trust_score, m.staleness_score, m.created_at, m.source)::engram.search_hit
+                         ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
+                                                    m.staleness_score, v_weight) DESC, m.id)
+        INTO v_hits
+        FROM unnest(v_vids, v_vdists) AS k(id, distance)
+        JOIN engram._rows(s.owner, v_vids) m ON m.id = k.id
+        WHERE 1 - k.distance >= coalesce(p_min_similarity, 0);
+    ELSE
+    SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
+    FROM engram._lexical(s, v_text, v_pool, v_exact) l;
+    WITH vec AS (
+        SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
+        FROM unnest(v_vids, v_vdists) AS c(id, distance)
+    ), lex AS (
+        SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
+        FROM unnest(v_lids, v_lranks) AS l(id, rank)
+    ), fused AS (
+        SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
+        FROM vec FULL JOIN lex ON lex.id = vec.id
+    ), scored AS (
+        SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.lr,
+               CASE WHEN p_embedding IS NOT NULL
+                    THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
+               CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
+                    -- the text leg ranks exact-token matches at 1 and above
+                    ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
+               m.trust_score, m.staleness_score, m.created_at, m.source
+        FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
+    )
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim,
+                         engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight),
+                         x.trust_score, x.staleness_score, x.created_at, x.source)::engram.search_hit
+                     ORDER BY engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight) DESC, x.id)
+    INTO v_hits
+    FROM scored x
+    WHERE x.lr IS NOT NULL OR x.sim IS NULL OR x.sim >= coalesce(p_min_similarity, 0);
+    END IF;
+    RETURN coalesce(v_hits[1:v_k], '{}');
+END
+$fn$;
+
+CREATE FUNCTION engram.search(
+    owner text DEFAULT NULL,
+    query_embedding vector DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    k integer DEFAULT 10,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    tags_any text[] DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    session_id text DEFAULT NULL,
+    created_after timestamptz DEFAULT NULL,
+    created_before timestamptz DEFAULT NULL,
+    min_similarity real DEFAULT 0,
+    include_archived boolean DEFAULT false)
+RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
+               score real, trust_score real, staleness_score real, created_at timestamptz, source text)
+LANGUAGE plpgsql ROWS 10 AS $fn$
+DECLARE
+    v_owner text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
+    v_hits  engram.search_hit[];
+BEGIN
+    PERFORM engram._check_flat_filters(search.kinds, search.tags_all, search.tags_any,
+                                  search.internal_type, search.scope_tags);
+    -- The scope is ANDed with the caller's own tag filters; it can only narrow.
+    v_hits := engram._search(
+        ROW(v_owner,
+            CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
+            search.internal_type, search.kinds,
+            nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
+            search.tags_any, search.session_id, search.created_after, search.created_before,
+            NULL, NULL, NULL)::engram.read_scope,
+        search.query_embedding, search.query_text, search.k, search.min_similarity);
+    PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
+    IF cardinality(v_hits) = 0 THEN
+        PERFORM engram._miss(v_owner, search.query_text, search.query_embedding IS NOT NULL);
+    END IF;
+    RETURN QUERY SELECT h.* FROM unnest(v_hits) h;
+END
+$fn$;
+
+-- plpgsql forbids an OUT column named like an argument (id, owner), hence
+-- a composite result type; callers see the same columns.
+CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source text, internal_type text, content text,
+               tags text[], metadata jsonb, embedding vector, author_type text, importance real,
+               status text, archive_reason text, merged_into uuid, flag_count integer,
+               flagged_at timestamptz, correction_count integer, trust_score real,
+               staleness_score real, session_id text, created_at timestamptz,
+               updated_at timestamptz, expires_at timestamptz, revision integer,
+               revision_count bigint, access_count bigint, last_accessed_at timestamptz);
+
+-- A memory as recall shows it: an active memory past its expiry shows as
+-- expired (engram.expire() marks it later).
+CREATE FUNCTION engram._recalled(r engram.memories) RETURNS SETOF engram.recalled_memory
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_revisions bigint;
+    v_count     bigint;
+    v_last      timestamptz;
+BEGIN
+    -- One statement per table (on Citus each runs on the owner's shard).
+    SELECT count(*) INTO v_revisions FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id;
+    SELECT a.access_count, a.last_accessed_at INTO v_count, v_last FROM engram._accesses(r.owner, ARRAY[r.id]) a;
+    RETURN QUERY SELECT r.id, r.owner, r.kind, r.source, r.internal_type, r.content, r.tags, r.metadata,
+           r.embedding, r.author_type, r.importance,
+           CASE WHEN r.status = 'active' AND r.expires_at <= now() THEN 'expired' ELSE r.status END,
+           r.archive_reason, r.merged_into,
+           r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
+           r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
+           v_revisions, coalesce(v_count, 0), v_last;
+END
+$fn$;
+
+CREATE FUNCTION engram.recall(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS SETOF engram.recalled_memory
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(recall.owner, recall.internal_type, recall.scope_tags, false);
+    r       engram.memories;
+BEGIN
+    r := engram._locate(v_owner, recall.id, recall.internal_type, recall.scope_tags, false);
+    PERFORM engram._touch(v_owner, ARRAY[r.id]);
+    RETURN QUERY SELECT * FROM engram._recalled(r);
+END
+$fn$;
+
+CREATE TYPE engram.listed_memory AS (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
+               status text, importance real, trust_score real, staleness_score real,
+               access_count bigint, created_at timestamptz, updated_at timestamptz,
+               next_cursor text);
+
+-- One page of scope s in a given order, with keyset pagination: the body
+-- of engram.list and engram.ghost_list.
+CREATE FUNCTION engram._list(
+    s engram.read_scope, p_status text, p_order_by text, p_descending boolean, p_limit integer, p_after text)
+RETURNS SETOF engram.listed_memory
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+DECLARE
+    v_order  text := coalesce(p_order_by, 'created_at');
+    v_status text := coalesce(p_status, 'active');
+    v_limit  integer := least(greatest(coalesce(p_limit, 50), 1), 1000);
+    v_desc   boolean := coalesce(p_descending, true);
+    v_after  text[];
+    v_cur_num numeric;
+    v_cur_id  uuid;
+    v_acc_ids uuid[];
+    v_acc_n   bigint[];
+    v_pub_ids uuid[];
+BEGIN
+    PERFORM engram._check_list(v_status, v_order);
+    PERFORM engram._check_scope(s);
+    -- The access counts first (a space's or group's list, no owner, reads
+    -- those of its publications only): a statement over engram.memories
+    -- never calls a function that reads another table (Citus runs it on the
+    -- shards).
+    IF s.owner IS NULL THEN
+        v_pub_ids := ARRAY(SELECT p.memory_id FROM engram.publications p
+                           WHERE p.space = s.space OR p.group_id = s.group_id);
+    END IF;
+    SELECT array_agg(a.memory_id), array_agg(a.access_count) INTO v_acc_ids, v_acc_n
+    FROM engram._accesses(s.owner, v_pub_ids) a;
+    IF p_after IS NOT NULL THEN
+        BEGIN
+            v_after := engram._cursor_decode(p_after, v_order);
+            v_cur_id := v_after[2]::uuid;
+            v_cur_num := CASE WHEN v_order IN ('created_at', 'updated_at')
+                              THEN extract(epoch FROM v_after[1]::timestamptz)
+                              ELSE v_after[1]::numeric END;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'invalid cursor %; pass the next_cursor of the previous page, with the same order_by, or no cursor for the first page', engram._echo(p_after)
+                USING ERRCODE = '22023';
+        END;
+    END IF;
+    -- The sort key of each row as text (the cursor's currency) and as a
+    -- sortable value; order_by is one of five known columns (checked above).
+    RETURN QUERY
+    WITH cand AS (
+        SELECT m.*, coalesce(a.access_count, 0) AS accesses,
+               CASE v_order
+                   WHEN 'created_at' THEN to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                   WHEN 'updated_at' THEN to_char(m.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                   WHEN 'trust_score' THEN m.trust_score::text
+                   WHEN 'importance' THEN m.importance::text
+                   ELSE coalesce(a.access_count, 0)::text END AS key_text,
+               CASE v_order
+                   WHEN 'created_at' THEN extract(epoch FROM m.created_at)
+                   WHEN 'updated_at' THEN extract(epoch FROM m.updated_at)
+                   WHEN 'trust_score' THEN m.trust_score::text::numeric
+                   WHEN 'importance' THEN m.importance::text::numeric
+                   ELSE coalesce(a.access_count, 0)::numeric END AS key_num
+        FROM engram.memories m
+        LEFT JOIN unnest(v_acc_ids, v_acc_n) AS a(memory_id, access_count) ON a.memory_id = m.id
+        WHERE (s.owner IS NULL OR m.owner = s.owner)
+          -- an active memory past its expiry lists as expired
+          AND CASE WHEN m.status = 'active' AND m.expires_at <= now() THEN v_status = 'expired'
+                   ELSE m.status = v_status END
+          AND (CASE WHEN s.internal_type IS NULL THEN m.internal_type IS NULL
+                    ELSE m.internal_type = s.internal_type END)
+          AND (s.kinds IS NULL OR m.kind = ANY (s.kinds))
+          AND (s.tags_all IS NULL OR m.tags @> s.tags_all)
+          AND (s.created_after IS NULL OR m.created_at >= s.created_after)
+          AND (s.created_before IS NULL OR m.created_at < s.created_before)
+          AND (s.max_level IS NULL OR m.access_level <= s.max_level)
+          AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                          WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = s.space))
+          AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
+                                             WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = s.group_id))
+    ), page AS (
+        SELECT r.*, row_number() OVER (
+                   ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
+                            CASE WHEN NOT v_desc THEN r.key_num END ASC, CASE WHEN NOT v_desc THEN r.id END ASC) AS n
+        FROM cand r
+        WHERE v_cur_id IS NULL
+           OR (v_desc AND (r.key_num, r.id) < (v_cur_num, v_cur_id))
+           OR (NOT v_desc AND (r.key_num, r.id) > (v_cur_num, v_cur_id))
+    )
+    SELECT p.id, p.content, p.kind, p.source, p.tags, p.metadata,
+           CASE WHEN p.status = 'active' AND p.expires_at <= now() THEN 'expired' ELSE p.status END,
+           p.importance, p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
+           CASE WHEN p.n = v_limit AND EXISTS (SELECT 1 FROM page q WHERE q.n = v_limit + 1)
+                THEN engram._cursor_encode(v_order, p.key_text, p.id) END
+    FROM page p
+    WHERE p.n <= v_limit
+    ORDER BY p.n;
+END
+$fn$;
+
+CREATE FUNCTION engram.list(
+    owner text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    tags_all text[] DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL,
+    status text DEFAULT 'active',
+    created_after timestamptz DEFAULT NULL,
+    created_before timestamptz DEFAULT NULL,
+    order_by text DEFAULT 'created_at',
+    descending boolean DEFAULT true,
+    "limit" integer DEFAULT 50,
+    after text DEFAULT NULL)
+RETURNS SETOF engram.listed_memory
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(list.owner, list.internal_type, list.scope_tags, false);
+BEGIN
+    PERFORM engram._check_flat_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
+    RETURN QUERY SELECT * FROM engram._list(
+        ROW(v_owner, NULL, list.internal_type, list.kinds,
+            nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}'),
+            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL)::engram.read_scope,
+        list.status, list.order_by, list.descending, list."limit", list.after);
+END
+$fn$;
+
+CREATE FUNCTION engram.revisions(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS TABLE (revision integer, content text, tags text[], metadata jsonb, written_at timestamptz,
+               replaced_at timestamptz, reason text, is_correction boolean, changed_by text,
+               is_current boolean)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(revisions.owner, revisions.internal_type, revisions.scope_tags, false);
+    r       engram.memories;
+BEGIN
+    r := engram._locate(v_owner, revisions.id, revisions.internal_type, revisions.scope_tags, false);
+    RETURN QUERY
+    SELECT v.revision, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
+           v.is_correction, v.changed_by, false
+    FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id
+    UNION ALL
+    SELECT r.revision, r.content, r.tags, r.metadata, r.updated_at, NULL, NULL, NULL, NULL, true
+    ORDER BY 1;
+END
+$fn$;
+
+CREATE FUNCTION engram.stats(owner text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner         text;
+    v_result        jsonb;
+    v_quotas        jsonb;
+    v_groups        jsonb;
+    v_event_groups  jsonb;
+    v_sessions      bigint;
+    v_misses        bigint;
+    v_misses_7d     bigint;
+    v_recent_misses jsonb;
+    v_writes        jsonb;
+BEGIN
+    -- A privileged caller may ask for the whole database (owner NULL); a
+    -- restricted role always gets its own owner.
+    IF stats.owner IS NULL AND engram._caller_privileged() THEN
+        PERFORM engram._check_planted();
+    ELSE
+        v_owner := engram._caller(stats.owner, NULL, NULL, false);
+    END IF;
+    v_quotas := engram._quotas(v_owner);
+    -- One grouped pass per table, then the figures from the groups: plain
+    -- aggregates that Citus computes per shard and merges (it cannot run a
+    -- query with subqueries over a distributed table in its target list).
+    SELECT coalesce(jsonb_agg(to_jsonb(g)), '[]') INTO v_groups
+    FROM (SELECT m.kind, m.status, m.source, coalesce(m.internal_type, 'none') AS internal_type, count(*) AS n,
+                 count(m.embedding) AS embedded,
+                 count(*) FILTER (WHERE m.flag_count > 0 AND m.status = 'active') AS flagged,
+                 count(*) FILTER (WHERE m.embedding IS NULL AND m.status = 'active') AS backlog,
+                 count(*) FILTER (WHERE m.created_at >= now() - interval '7 days') AS growth,
+                 max(greatest(m.created_at, m.updated_at)) AS last_write
+          FROM engram.memories m WHERE v_owner IS NULL OR m.owner = v_owner
+          GROUP BY 1, 2, 3, 4) g;
+    SELECT coalesce(jsonb_agg(to_jsonb(g)), '[]') INTO v_event_groups
+    FROM (SELECT e.event_type, count(*) AS n, max(e.created_at) AS last_at,
+                 count(*) FILTER (WHERE e.created_at >= now() - interval '24 hours') AS last_24h,
+                 count(*) FILTER (WHERE NOT e.success AND e.created_at >= now() - interval '24 hours') AS failed_24h
+          FROM engram.events e WHERE v_owner IS NULL OR e.owner = v_owner
+          GROUP BY 1) g;
+    SELECT count(*) INTO v_sessions
+    FROM (SELECT DISTINCT e.owner, e.session_id FROM engram.events e WHERE v_owner IS NULL OR e.owner = v_owner) x;
+    SELECT count(*), count(*) FILTER (WHERE x.at >= now() - interval '7 days') INTO v_misses, v_misses_7d
+    FROM engram.misses x WHERE v_owner IS NULL OR x.owner = v_owner;
+    SELECT coalesce(jsonb_agg(jsonb_build_object('query_text', r.query_text, 'at', r.at) ORDER BY r.at DESC), '[]')
+    INTO v_recent_misses
+    FROM (SELECT y.query_text, y.at FROM engram.misses y
+          WHERE v_owner IS NULL OR y.owner = v_owner ORDER BY y.at DESC LIMIT 5) r;
+    SELECT jsonb_object_agg(w.day, w.n) INTO v_writes
+    FROM (SELECT a.at::date AS day, count(*) AS n FROM engram.audit_log a
+          WHERE a.at >= current_date - 6 AND (v_owner IS NULL OR a.owner = v_owner)
+            AND a.action IN ('remember', 'update', 'forget', 'flag', 'consolidate', 'crystallize', 'capture',
+                             'state_save', 'workspace_create', 'workspace_update')
+          GROUP BY 1) w;
+    WITH g AS (
+        SELECT x.kind, x.status, x.source, x.internal_type, x.n, x.embedded, x.flagged, x.backlog, x.growth, x.last_write
+        FROM jsonb_to_recordset(v_groups) AS x(kind text, status text, source text, internal_type text, n bigint,
+                                               embedded bigint, flagged bigint, backlog bigint, growth bigint,
+                                               last_write timestamptz)
+    ), ev AS (
+        SELECT x.event_type, x.n, x.last_at, x.last_24h, x.failed_24h
+        FROM jsonb_to_recordset(v_event_groups) AS x(event_type text, n bigint, last_at timestamptz,
+                                                     last_24h bigint, failed_24h bigint)
+    )
+    SELECT jsonb_build_object(
+        'owner', v_owner,
+        'total', (SELECT coalesce(sum(g.n), 0)::bigint FROM g),
+        'by_kind', (SELECT coalesce(jsonb_object_agg(k.kind, k.n), '{}') FROM (SELECT g.kind, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_status', (SELECT coalesce(jsonb_object_agg(k.status, k.n), '{}') FROM (SELECT g.status, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_source', (SELECT coalesce(jsonb_object_agg(k.source, k.n), '{}') FROM (SELECT g.source, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'by_internal_type', (SELECT coalesce(jsonb_object_agg(k.internal_type, k.n), '{}')
+                             FROM (SELECT g.internal_type, sum(g.n)::bigint AS n FROM g GROUP BY 1) k),
+        'embedded_share', (SELECT coalesce(round(sum(g.embedded)::numeric / nullif(sum(g.n), 0), 4), 0) FROM g),
+        'flagged_active', (SELECT coalesce(sum(g.flagged), 0)::bigint FROM g),
+        'last_write_at', (SELECT max(g.last_write) FROM g),
+        'writes_per_day', (SELECT jsonb_agg(jsonb_build_object('day', d::date, 'writes', coalesce((v_writes ->> d::date::text)::bigint, 0)) ORDER BY d)
+                           FROM generate_series(current_date - 6, current_date, interval '1 day') d),
+        'embedding_dims', engram._dims(),
+        'embedding_backlog', (SELECT coalesce(sum(g.backlog), 0)::bigint FROM g),
+        'growth_7d', (SELECT coalesce(sum(g.growth), 0)::bigint FROM g),
+        'events', jsonb_build_object(
+            'by_type', (SELECT coalesce(jsonb_object_agg(ev.event_type, ev.n), '{}') FROM ev),
+            'last_capture_at', (SELECT max(ev.last_at) FROM ev),
+            'summaries', (SELECT coalesce(sum(ev.n) FILTER (WHERE ev.event_type = 'summary'), 0)::bigint FROM ev),
+            'tool_invocations_24h', (SELECT coalesce(sum(ev.last_24h) FILTER (WHERE ev.event_type = 'tool_invocation'), 0)::bigint FROM ev),
+            'tool_failures_24h', (SELECT coalesce(sum(ev.failed_24h) FILTER (WHERE ev.event_type = 'tool_invocation'), 0)::bigint FROM ev),
+            'sessions', v_sessions),
+        'misses', jsonb_build_object('total', v_misses, 'last_7d', v_misses_7d, 'recent', v_recent_misses),
+        'quotas', v_quotas)
+    INTO v_result;
+    RETURN v_result;
+END
+$fn$;
