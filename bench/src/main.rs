@@ -7,6 +7,7 @@
 //! Tags give scopes of 50%, 5% and 0.5% of the rows. Queries come from the
 //! same mixture. Ground truth is an exact scan with indexes disabled.
 
+mod charts;
 mod data;
 mod mcp;
 mod retrieval;
@@ -86,6 +87,10 @@ struct Args {
     /// Seconds of each multi-tenant remember measurement.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
+    /// Where each search run keeps its results (search-<rows>.json) and the
+    /// SVG charts drawn from all of them (charts/).
+    #[arg(long, default_value = ".engram/bench")]
+    results_dir: std::path::PathBuf,
     /// Chat sessions and questions of the retrieval evaluation.
     #[arg(long, default_value = "tests/data/retrieval.json")]
     retrieval_data: std::path::PathBuf,
@@ -154,13 +159,19 @@ async fn load(c: &Client, a: &Args) {
             progress(&format!("  {end}/{} rows ({:.0?})", a.rows, started.elapsed()));
         }
     }
-    // The scope lists are packed once after the copy (engram.rebuild_lists,
-    // the bulk-load path docs/SQL.md gives DBAs) instead of row by
-    // row by their trigger: 1M rows load in minutes, not an hour.
-    progress("copying the rows into engram.memories (one owner; lists packed after)");
-    c.batch_execute("ALTER TABLE engram.memories DISABLE TRIGGER zz_scope_lists_insert")
-        .await
-        .expect("disable the list trigger");
+    // The bulk-load path of docs/OPERATIONS.md: the scope lists are packed
+    // once after the copy (engram.rebuild_lists) and usage counted once
+    // (engram.recount_usage) instead of row by row by their triggers. Row
+    // by row, one statement's 1M usage updates of the owner's counter row
+    // pile up dead versions that each next update walks past (a 1M load
+    // had not finished them 15 minutes after its rows were in).
+    progress("copying the rows into engram.memories (one owner; lists packed and usage counted after)");
+    c.batch_execute(
+        "ALTER TABLE engram.memories DISABLE TRIGGER zz_scope_lists_insert;
+         ALTER TABLE engram.memories DISABLE TRIGGER usage_insert;",
+    )
+    .await
+    .expect("disable the list and usage triggers");
     c.execute(
         "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding, trust_score)
          SELECT $1, 'memory ' || r.id, sha256(convert_to('memory ' || r.id, 'UTF8')),
@@ -171,14 +182,23 @@ async fn load(c: &Client, a: &Args) {
     )
     .await
     .expect("copy into engram");
-    c.batch_execute("ALTER TABLE engram.memories ENABLE TRIGGER zz_scope_lists_insert")
-        .await
-        .expect("enable the list trigger");
+    c.batch_execute(
+        "ALTER TABLE engram.memories ENABLE TRIGGER zz_scope_lists_insert;
+         ALTER TABLE engram.memories ENABLE TRIGGER usage_insert;",
+    )
+    .await
+    .expect("enable the list and usage triggers");
     let t = Instant::now();
     c.execute("SELECT engram.rebuild_lists($1)", &[&OWNER])
         .await
         .expect("rebuild_lists");
-    progress(&format!("  engram.rebuild_lists: {:.1?}", t.elapsed()));
+    c.execute("SELECT engram.recount_usage()", &[])
+        .await
+        .expect("recount_usage");
+    progress(&format!(
+        "  engram.rebuild_lists, engram.recount_usage: {:.1?}",
+        t.elapsed()
+    ));
     // An HNSW build is several times slower once its graph outgrows
     // maintenance_work_mem (1M x 384 needs about 2 GB); both cores help. A
     // parallel build keeps the graph in shared memory: /dev/shm must hold it
@@ -213,6 +233,15 @@ async fn load(c: &Client, a: &Args) {
         c.batch_execute(sql).await.expect(what);
         progress(&format!("  {what}: {:.1?}", t.elapsed()));
     }
+    // engram's walks get the ef floor this index needs, measured as a DBA
+    // would after a bulk load (docs/OPERATIONS.md).
+    let t = Instant::now();
+    let tuned: serde_json::Value = c
+        .query_one("SELECT engram.tune_search()", &[])
+        .await
+        .expect("engram.tune_search")
+        .get(0);
+    progress(&format!("  engram.tune_search: {tuned} ({:.1?})", t.elapsed()));
     c.execute("INSERT INTO bench_meta VALUES ($1)", &[&fingerprint(a)])
         .await
         .unwrap();
@@ -430,6 +459,7 @@ async fn main() {
         )
         .await
         .unwrap();
+    let engram_floor: String = e.query_one("SHOW engram.hnsw_ef_search", &[]).await.unwrap().get(0);
     let engram_ids = |rows: Vec<tokio_postgres::Row>| -> Vec<i64> {
         rows.iter()
             .map(|r| r.get::<_, String>(0).trim_start_matches("memory ").parse().unwrap())
@@ -496,6 +526,40 @@ async fn main() {
                 }
             }
         }
+    }
+    let run = charts::Run {
+        rows: a.rows,
+        raw_ef: raw_ef.0,
+        unfiltered: charts::Point {
+            p50: raw.p50(),
+            recall: raw.recall(),
+        },
+        scopes: SCOPES
+            .iter()
+            .zip(&scoped)
+            .map(|((_, label), [_, relaxed, engram])| charts::Scope {
+                share: label.trim_end_matches('%').parse::<f64>().unwrap() / 100.0,
+                raw: charts::Point {
+                    p50: relaxed.p50(),
+                    recall: relaxed.recall(),
+                },
+                engram: charts::Point {
+                    p50: engram.p50(),
+                    recall: engram.recall(),
+                },
+            })
+            .collect(),
+    };
+    match charts::save_and_draw(&a.results_dir, &run) {
+        Ok(files) => progress(&format!(
+            "charts: {}",
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(e) => progress(&format!("charts not drawn ({}): {e}", a.results_dir.display())),
     }
     let baseline = raw.p50();
     let mut table = vec![
@@ -625,7 +689,7 @@ async fn main() {
     );
     println!();
     println!(
-        "raw baseline: ef_search {} (recall@10 {:.3} unfiltered; the smallest of {RAW_EFS:?} reaching 0.95)",
+        "raw baseline: ef_search {} (recall@10 {:.3} unfiltered; the smallest of {RAW_EFS:?} reaching 0.95); engram: engram.hnsw_ef_search {engram_floor} (engram.tune_search() after the load)",
         raw_ef.0, raw_ef.1
     );
     println!();

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.9.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.10.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -784,6 +784,62 @@ async fn upgrade_from_0_9_0_packs_the_scope_lists_and_equals_a_fresh_install() {
         0,
         "writes after the update keep the lists"
     );
+}
+
+#[tokio::test]
+async fn upgrade_from_0_10_0_keeps_the_packed_lists_and_equals_a_fresh_install() {
+    let (name, old) = install("0.10.0").await;
+    // A populated 0.10.0 database: tagged memories of two owners and a
+    // ghost, an update, a forget, 300 bulk-loaded rows in packed lists.
+    let (tea, chess, gone) = tagged_memories(&old).await;
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
+         SELECT engram.forget(owner => 'alice', id => '{gone}');
+         INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'carol', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 3)],
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector
+         FROM generate_series(1, 300) n;"
+    ))
+    .await
+    .unwrap();
+    let token: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // The blocks themselves are kept byte for byte (no rebuild on this hop).
+    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding), ',' ORDER BY m.id)
+                    || (SELECT string_agg(concat_ws('/', b.owner, b.list, b.block, b.n, md5(b.entries)), ','
+                                          ORDER BY b.owner, b.list, b.block) FROM engram.scope_blocks b)
+                    || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
+                        FROM engram.scope_sizes z)
+                    || (SELECT string_agg(concat_ws('/', u.owner, u.memories), ',' ORDER BY u.owner) FROM engram.owner_locks u)
+                    || (SELECT string_agg(s.id::text, ',') FROM engram.search(owner => 'carol', k => 10, tags_all => '{t1}',
+                                                                         query_embedding => '[0.5,0.5,0,1]') s)
+                    || (SELECT count(*)::text FROM engram.audit_log)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    assert_eq!(
+        count_on(&old, LIST_DRIFT).await,
+        0,
+        "the packed lists equal a recomputation"
+    );
+
+    // The 0.10.0 token binds and searches; the new tune_search runs.
+    let app = bound_app(&name, &token, "0.10.0").await;
+    let found: Vec<Uuid> = column(
+        &app,
+        "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
+    )
+    .await;
+    assert_eq!(found, vec![chess, tea]);
+    app.batch_execute("COMMIT").await.unwrap();
+    let tuned = count_on(
+        &old,
+        "SELECT (engram.tune_search(samples => 20) ->> 'ef_search')::bigint",
+    )
+    .await;
+    assert!(tuned >= 40, "tune_search after the update: {tuned}");
 }
 
 async fn count_on(c: &Client, sql: &str) -> i64 {

@@ -285,3 +285,98 @@ BEGIN
     RETURN 'created';
 END
 $fn$;
+
+-- The HNSW index's own recall, measured, sets the smallest ef_search of
+-- engram's walks (engram.hnsw_ef_search) for this database. pgvector's
+-- default 40 reaches recall@10 ~0.98 at 100k rows of the bench's data and
+-- ~0.7 at 1M: what an index needs depends on its size and its data, so it
+-- is measured on the data, not guessed. `samples` stored memories (random,
+-- with an embedding) serve as queries; each one's 10 nearest other
+-- memories by exact scan are compared with the index's at ef_search 40,
+-- 64, 100, 160, 250, 400, 640 and 1000 (unfiltered, iterative scan off, as
+-- the bench calibrates raw pgvector); the smallest ef whose mean recall
+-- reaches target_recall (1000 when none does) becomes the database's
+-- default (ALTER DATABASE ... SET, for new sessions) and this session's.
+-- A hit counts when it is no farther than the exact 10th (ties are equal).
+-- Filtered walks size their ef from this floor (engram._knn). For DBAs,
+-- after a bulk load and now and then as the index grows (pg_cron); an
+-- exact scan per sample: ~1 s per sample at 1M rows.
+CREATE FUNCTION engram.tune_search(target_recall real DEFAULT 0.95, samples integer DEFAULT 50)
+RETURNS jsonb
+LANGUAGE plpgsql
+-- Restored when the function returns (the set_config calls below are
+-- local to it): the caller's session keeps its own.
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
+SET enable_seqscan = on
+AS $fn$
+DECLARE
+    c_efs    CONSTANT integer[] := '{40,64,100,160,250,400,640,1000}';
+    v_ids    uuid[];
+    v_vecs   vector[];
+    v_edge   float8[];
+    v_need   integer[];
+    v_ef     integer;
+    v_hits   bigint;
+    v_sum    float8;
+    v_recall float8;
+    v_tried  jsonb := '[]';
+    i        integer;
+BEGIN
+    PERFORM engram._require_privileged('tune_search');
+    IF tune_search.target_recall IS NULL OR NOT (tune_search.target_recall > 0 AND tune_search.target_recall <= 1) THEN
+        RAISE EXCEPTION 'target_recall % is out of range; pass a recall@10 above 0 and at most 1, e.g. 0.95',
+            coalesce(tune_search.target_recall::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF tune_search.samples IS NULL OR tune_search.samples NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'samples % is out of range; pass 1 to 1000 (50 measures recall within about 0.03)',
+            coalesce(tune_search.samples::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF engram._is_distributed() THEN
+        RAISE EXCEPTION 'tune_search measures one node''s index; on Citus the walks run on the workers'
+            USING ERRCODE = '0A000',
+                  HINT = 'Set engram.hnsw_ef_search in the workers'' databases (ALTER DATABASE ... SET).';
+    END IF;
+    SELECT array_agg(s.id), array_agg(s.embedding) INTO v_ids, v_vecs
+    FROM (SELECT m.id, m.embedding FROM engram.memories m WHERE m.embedding IS NOT NULL
+          ORDER BY random() LIMIT tune_search.samples) s;
+    IF v_ids IS NULL THEN
+        RAISE EXCEPTION 'no memory has an embedding yet: there is no index to measure'
+            USING ERRCODE = '55000', HINT = 'Load memories first, then run SELECT engram.tune_search();';
+    END IF;
+    -- Ground truth: each sample's 10 nearest other memories by an exact
+    -- scan (MATERIALIZED keeps the index out): how many there are, and the
+    -- 10th's distance.
+    FOR i IN 1 .. cardinality(v_ids) LOOP
+        SELECT count(*), max(x.d) INTO v_hits, v_sum
+        FROM (WITH c AS MATERIALIZED (SELECT m.embedding <=> v_vecs[i] AS d FROM engram.memories m
+                                      WHERE m.embedding IS NOT NULL AND m.id <> v_ids[i])
+              SELECT c.d FROM c ORDER BY c.d LIMIT 10) x;
+        v_need[i] := v_hits;
+        v_edge[i] := v_sum;
+    END LOOP;
+    -- The index, unfiltered, at growing ef_search (no sequential scan: on a
+    -- small table the planner would sort instead and measure nothing).
+    PERFORM set_config('enable_seqscan', 'off', true);
+    FOREACH v_ef IN ARRAY c_efs LOOP
+        PERFORM set_config('hnsw.ef_search', v_ef::text, true);
+        v_sum := 0;
+        FOR i IN 1 .. cardinality(v_ids) LOOP
+            CONTINUE WHEN v_need[i] = 0;
+            SELECT count(*) FILTER (WHERE y.d <= v_edge[i] + 1e-9) INTO v_hits
+            FROM (SELECT x.d FROM (SELECT m.id, m.embedding <=> v_vecs[i] AS d FROM engram.memories m
+                                   ORDER BY m.embedding <=> v_vecs[i] LIMIT 11) x
+                  WHERE x.id <> v_ids[i] LIMIT 10) y;
+            v_sum := v_sum + v_hits::float8 / v_need[i];
+        END LOOP;
+        v_recall := v_sum / greatest((SELECT count(*) FROM unnest(v_need) n WHERE n > 0), 1);
+        v_tried := v_tried || jsonb_build_object('ef_search', v_ef, 'recall', round(v_recall::numeric, 3));
+        EXIT WHEN v_recall >= tune_search.target_recall;
+    END LOOP;
+    EXECUTE format('ALTER DATABASE %I SET engram.hnsw_ef_search = %s', current_database(), v_ef);
+    PERFORM set_config('engram.hnsw_ef_search', v_ef::text, false);
+    RETURN jsonb_build_object('ef_search', v_ef, 'recall', round(v_recall::numeric, 3),
+                              'target_recall', tune_search.target_recall, 'samples', cardinality(v_ids),
+                              'tried', v_tried);
+END
+$fn$;

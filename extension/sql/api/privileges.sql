@@ -39,6 +39,7 @@ REVOKE EXECUTE ON FUNCTION engram.export_memories(text, uuid, integer) FROM PUBL
 REVOKE EXECUTE ON FUNCTION engram.import_memory(text, jsonb, vector, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.recount_usage() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.rebuild_lists(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.tune_search(real, integer) FROM PUBLIC;
 -- The scope lists' Rust helpers read nothing but their arguments; only
 -- engram's own functions need them.
 REVOKE EXECUTE ON FUNCTION engram._nearest_step(bytea, bytea, integer, bytea, integer) FROM PUBLIC;

@@ -1,0 +1,113 @@
+//! engram.tune_search(): the HNSW index's recall, measured on the stored
+//! memories, sets the floor of engram's walks (engram.hnsw_ef_search) for
+//! the database, and nothing else; only DBAs run it, and bad arguments
+//! change nothing.
+
+use engram_tests::*;
+use serde_json::Value;
+use tokio_postgres::Client;
+
+/// 4,000 memories of uniformly random 384-dimension vectors: no clusters,
+/// all distances alike, the hardest data for an HNSW graph, where ef_search
+/// 40 misses some of the 10 nearest.
+async fn hard_memories(c: &Client) {
+    c.batch_execute(
+        "SELECT setseed(0.42);
+         INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, embedding)
+         SELECT 'o', 'memory ' || n, sha256(n::text::bytea), sha256(n::text::bytea),
+                (SELECT array_agg(random() - 0.5) FROM generate_series(1, 384) WHERE n > 0)::vector
+         FROM generate_series(1, 4000) n;
+         ANALYZE engram.memories;",
+    )
+    .await
+    .unwrap();
+}
+
+async fn tune(c: &Client, args: &str) -> Value {
+    c.query_one(&format!("SELECT engram.tune_search({args})"), &[])
+        .await
+        .unwrap_or_else(|e| panic!("tune_search({args}): {e}"))
+        .get(0)
+}
+
+#[tokio::test]
+async fn tune_search_measures_the_index_and_sets_the_databases_ef_search() {
+    let db = TestDb::new(384).await;
+    let c = &db.admin;
+    if on_citus() {
+        let (state, _) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
+        assert_eq!(state, "0A000", "refused on a Citus coordinator");
+        return;
+    }
+    // Nothing to measure yet: a clear refusal, and no setting written.
+    let (state, msg) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
+    assert_eq!(state, "55000", "{msg}");
+    hard_memories(c).await;
+
+    // Out-of-range arguments are refused before any work.
+    for args in [
+        "target_recall => 0",
+        "target_recall => 1.5",
+        "samples => 0",
+        "samples => 1001",
+        "target_recall => NULL",
+    ] {
+        let (state, msg) = sqlstate(c.query_one(&format!("SELECT engram.tune_search({args})"), &[]).await);
+        assert_eq!(state, "22023", "{args}: {msg}");
+    }
+    let settings = "SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+                    WHERE d.datname = current_database() AND s.setrole = 0
+                      AND array_to_string(s.setconfig, ',') LIKE '%engram.hnsw_ef_search%'";
+    assert_eq!(count(&db, settings).await, 0, "refused calls wrote no setting");
+
+    // A recall every index reaches is met at the default 40.
+    let easy = tune(c, "target_recall => 0.3, samples => 20").await;
+    assert_eq!(easy["ef_search"], 40, "{easy}");
+
+    // Recall 1.0 on this data needs more than 40: the steps tried are
+    // recorded, each below the target but the last (or the last is 1000).
+    let hard = tune(c, "target_recall => 1.0, samples => 30").await;
+    let tried = hard["tried"].as_array().expect("tried").clone();
+    let ef = hard["ef_search"].as_i64().unwrap();
+    assert!(ef > 40, "ef 40 misses neighbours of random 384-d vectors: {hard}");
+    assert_eq!(tried.last().unwrap()["ef_search"].as_i64(), Some(ef), "{hard}");
+    for step in &tried[..tried.len() - 1] {
+        assert!(step["recall"].as_f64().unwrap() < 1.0, "{hard}");
+    }
+    assert!(
+        ef == 1000 || hard["recall"].as_f64() == Some(1.0),
+        "the chosen ef reached the target: {hard}"
+    );
+    let efs: Vec<i64> = tried.iter().map(|s| s["ef_search"].as_i64().unwrap()).collect();
+    assert!(efs.windows(2).all(|w| w[0] < w[1]), "ef grows: {efs:?}");
+
+    // This session uses it now, new sessions of the database by default;
+    // the settings tune_search changed for its measurement are the
+    // caller's again.
+    let here: String = c.query_one("SHOW engram.hnsw_ef_search", &[]).await.unwrap().get(0);
+    assert_eq!(here, ef.to_string());
+    for (name, want) in [
+        ("hnsw.ef_search", "40"),
+        ("hnsw.iterative_scan", "off"),
+        ("enable_seqscan", "on"),
+    ] {
+        let got: String = c.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get(0);
+        assert_eq!(got, want, "{name} is the caller's again");
+    }
+    let fresh = connect_as(&db.name, "postgres").await;
+    let there: String = fresh.query_one("SHOW engram.hnsw_ef_search", &[]).await.unwrap().get(0);
+    assert_eq!(there, ef.to_string(), "new sessions get the measured floor");
+    assert_eq!(count(&db, settings).await, 1);
+    let found = count(
+        &db,
+        "SELECT count(*) FROM engram.search(owner => 'o', k => 10,
+                query_embedding => (SELECT embedding FROM engram.memories WHERE content = 'memory 7'))",
+    )
+    .await;
+    assert_eq!(found, 10, "search works with the tuned floor");
+
+    // Token holders and the restricted role cannot run it.
+    let app = connect_as(&db.name, "engram_app").await;
+    let (state, msg) = sqlstate(app.query_one("SELECT engram.tune_search()", &[]).await);
+    assert_eq!(state, "42501", "{msg}");
+}
