@@ -128,7 +128,9 @@ type Drawn = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 fn by_selectivity(runs: &[Run], file: &Path, measure: &str, f: impl Fn(Point) -> f64) -> Drawn {
     let root = SVGBackend::new(file, (720, 440)).into_drawing_area();
     root.fill(&WHITE)?;
-    let top = runs
+    // A log axis for both: latencies span 100x between scopes, and recall
+    // near 1 reads the same on it.
+    let values: Vec<f64> = runs
         .iter()
         .flat_map(|r| {
             r.scopes
@@ -136,18 +138,22 @@ fn by_selectivity(runs: &[Run], file: &Path, measure: &str, f: impl Fn(Point) ->
                 .flat_map(|s| [f(s.raw), f(s.engram)])
                 .chain([f(r.unfiltered)])
         })
-        .fold(0.0_f64, f64::max);
-    let y_max = if measure.starts_with("recall") {
-        1.02
+        .filter(|v| *v > 0.0)
+        .collect();
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::MAX, 0.0_f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let (y_min, y_max) = if measure.starts_with("recall") {
+        (lo.min(0.5) * 0.95, 1.05)
     } else {
-        top * 1.15
+        (lo.min(0.1) * 0.8, hi.max(1.0) * 1.5)
     };
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("search {measure} by scope selectivity"), ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(56)
-        .build_cartesian_2d((0.003_f64..1.5_f64).log_scale(), 0.0..y_max)?;
+        .build_cartesian_2d((0.003_f64..1.5_f64).log_scale(), (y_min..y_max).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("share of the rows in the scope (100% = raw HNSW, no filter)")

@@ -453,6 +453,15 @@ async fn main() {
     // would: the settings above are for the raw queries only (forced custom
     // plans would also re-plan every statement inside engram's functions).
     let e = connect(&a.dsn).await;
+    // The bench's one owner holds --rows memories and then writes more: its
+    // quota (1M memories by default) is lifted for this session (the bench
+    // connects as a superuser, as a DBA raising a quota would).
+    e.batch_execute(&format!(
+        "SET engram.max_memories_per_owner = {}",
+        (a.rows + 10 * a.writes + 100_000).min(i32::MAX as usize)
+    ))
+    .await
+    .expect("raise the bench owner's quota");
     let engram = e
         .prepare(
             "SELECT content FROM engram.search(owner => 'bench', query_embedding => $1, k => 10, tags_all => ARRAY[$2])",
@@ -592,6 +601,13 @@ async fn main() {
     }
 
     progress("measuring writes");
+    // Rows a run that stopped halfway left behind (it removes its own at the end).
+    c.batch_execute(
+        "DELETE FROM bench_raw WHERE id >= 10000000;
+         DELETE FROM engram.memories WHERE content LIKE 'bench write %';",
+    )
+    .await
+    .expect("remove an earlier run's written rows");
     let mut wmix = Mixture::new(99, a.dims, a.centroids, a.sigma);
     // Fresh vectors for each pass: a remember of a vector already stored
     // (by the first pass) is answered `conflict` without a write, which
