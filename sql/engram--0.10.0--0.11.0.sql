@@ -22,6 +22,12 @@ BEGIN
 END
 $$;
 
+-- Whether the previous API is loaded: not in a chain of hops from 0.9.0
+-- or older, whose intermediate APIs never load (see the end).
+SELECT pg_catalog.set_config('engram_upgrade.chain', (NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_proc p
+    WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'rebuild_lists'))::text, true);
+
 -- 1. The 0.10.0 API: its triggers, functions, result types and policies.
 -- The scope lists' and image holds' triggers are dropped and created again
 -- within this one transaction; DROP TRIGGER locks engram.memories against
@@ -82,21 +88,21 @@ $$;
 SELECT engram._install_api('0.11.0');
 
 -- In a chain of hops (from 0.9.0 or older) the API of the hops before was
--- never loaded, so their rebuilds did not run: the scope lists are empty
--- while memories are listable, and usage was never counted again. This hop
--- does both then (on a single node; a distributed database: see
--- docs/SCALING.md, "Upgrades"). From 0.10.0 the lists are kept and this
--- changes nothing.
+-- never loaded, so their rebuilds did not run: the scope lists were emptied
+-- by the 0.10.0 hop and usage was never counted again. This hop does both
+-- then (the lists on a single node; a distributed database: see
+-- docs/SCALING.md, "Upgrades"). A direct update from 0.10.0 keeps both.
+-- (rebuild_lists runs in READ COMMITTED only: run ALTER EXTENSION outside
+-- a REPEATABLE READ or SERIALIZABLE transaction.)
 DO $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
-               WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'rebuild_lists') THEN
-        IF NOT engram._is_distributed()
-           AND NOT EXISTS (SELECT 1 FROM engram.scope_blocks)
-           AND EXISTS (SELECT 1 FROM engram.memories m WHERE m.status = 'active' AND m.embedding IS NOT NULL) THEN
+    IF current_setting('engram_upgrade.chain') = 'true'
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                   WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'rebuild_lists') THEN
+        IF NOT engram._is_distributed() THEN
             PERFORM engram.rebuild_lists();
-            PERFORM engram.recount_usage();
         END IF;
+        PERFORM engram.recount_usage();
     END IF;
 END
 $$;

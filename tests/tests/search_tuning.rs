@@ -42,7 +42,24 @@ async fn tune_search_measures_the_index_and_sets_the_databases_ef_search() {
     // Nothing to measure yet: a clear refusal, and no setting written.
     let (state, msg) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
     assert_eq!(state, "55000", "{msg}");
+    // One memory has no neighbour to find: refused, not "recall 0, ef 1000".
+    create(c, "o", "a lone memory", &vec![0.5; 384], "").await;
+    let (state, msg) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
+    assert_eq!(state, "55000", "{msg}");
+    c.batch_execute("DELETE FROM engram.memories").await.unwrap();
     hard_memories(c).await;
+    // Without the index there is nothing to measure (an exact scan would
+    // read as recall 1 at ef 40); a read-only transaction cannot write the
+    // setting.
+    c.batch_execute("BEGIN; DROP INDEX engram.memories_embedding_hnsw")
+        .await
+        .unwrap();
+    let (state, msg) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
+    assert_eq!(state, "55000", "{msg}");
+    c.batch_execute("ROLLBACK; BEGIN READ ONLY").await.unwrap();
+    let (state, msg) = sqlstate(c.query_one("SELECT engram.tune_search()", &[]).await);
+    assert_eq!(state, "25006", "{msg}");
+    c.batch_execute("ROLLBACK").await.unwrap();
 
     // Out-of-range arguments are refused before any work.
     for args in [
@@ -77,6 +94,11 @@ async fn tune_search_measures_the_index_and_sets_the_databases_ef_search() {
     assert!(
         ef == 1000 || hard["recall"].as_f64() == Some(1.0),
         "the chosen ef reached the target: {hard}"
+    );
+    assert_eq!(
+        hard["reached"].as_bool(),
+        Some(hard["recall"].as_f64() == Some(1.0)),
+        "{hard}"
     );
     let efs: Vec<i64> = tried.iter().map(|s| s["ef_search"].as_i64().unwrap()).collect();
     assert!(efs.windows(2).all(|w| w[0] < w[1]), "ef grows: {efs:?}");

@@ -309,6 +309,7 @@ LANGUAGE plpgsql
 SET hnsw.ef_search = 40
 SET hnsw.iterative_scan = off
 SET enable_seqscan = on
+SET enable_indexscan = on
 AS $fn$
 DECLARE
     c_efs    CONSTANT integer[] := '{40,64,100,160,250,400,640,1000}';
@@ -331,6 +332,16 @@ BEGIN
     IF tune_search.samples IS NULL OR tune_search.samples NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'samples % is out of range; pass 1 to 1000 (50 measures recall within about 0.03)',
             coalesce(tune_search.samples::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF current_setting('transaction_read_only')::boolean THEN
+        RAISE EXCEPTION 'tune_search writes the database''s setting; this transaction is read-only'
+            USING ERRCODE = '25006', HINT = 'Run it on the primary, outside a read-only transaction.';
+    END IF;
+    IF NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index i
+                     WHERE i.indexrelid = pg_catalog.to_regclass('engram.memories_embedding_hnsw')), false) THEN
+        RAISE EXCEPTION 'the HNSW index engram.memories_embedding_hnsw is missing or not valid: there is no index to measure'
+            USING ERRCODE = '55000',
+                  HINT = 'CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops); then run it again.';
     END IF;
     IF engram._is_distributed() THEN
         RAISE EXCEPTION 'tune_search measures one node''s index; on Citus the walks run on the workers'
@@ -355,6 +366,10 @@ BEGIN
         v_need[i] := v_hits;
         v_edge[i] := v_sum;
     END LOOP;
+    IF NOT (0 < ANY (v_need)) THEN
+        RAISE EXCEPTION 'too few memories with an embedding to measure recall (a sample needs other memories near it)'
+            USING ERRCODE = '55000', HINT = 'Run it once the table holds a few thousand memories.';
+    END IF;
     -- The index, unfiltered, at growing ef_search (no sequential scan: on a
     -- small table the planner would sort instead and measure nothing).
     PERFORM set_config('enable_seqscan', 'off', true);
@@ -373,9 +388,15 @@ BEGIN
         v_tried := v_tried || jsonb_build_object('ef_search', v_ef, 'recall', round(v_recall::numeric, 3));
         EXIT WHEN v_recall >= tune_search.target_recall;
     END LOOP;
+    IF v_recall < tune_search.target_recall THEN
+        RAISE WARNING 'no ef_search up to 1000 reaches recall@10 % on this index (% at 1000); the index itself limits recall',
+            tune_search.target_recall, round(v_recall::numeric, 3)
+            USING HINT = 'Rebuild the HNSW index with a larger m and ef_construction (see docs/OPERATIONS.md).';
+    END IF;
     EXECUTE format('ALTER DATABASE %I SET engram.hnsw_ef_search = %s', current_database(), v_ef);
     PERFORM set_config('engram.hnsw_ef_search', v_ef::text, false);
     RETURN jsonb_build_object('ef_search', v_ef, 'recall', round(v_recall::numeric, 3),
+                              'reached', v_recall >= tune_search.target_recall,
                               'target_recall', tune_search.target_recall, 'samples', cardinality(v_ids),
                               'tried', v_tried);
 END
