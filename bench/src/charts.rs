@@ -18,7 +18,17 @@ pub struct Point {
     pub recall: f64,
 }
 
-/// A scope's three measurements.
+impl Point {
+    /// The p50 and mean recall of a measurement's samples.
+    pub fn of(s: &crate::stats::Samples) -> Point {
+        Point {
+            p50: s.p50(),
+            recall: s.recall(),
+        }
+    }
+}
+
+/// A scope's two measurements: raw pgvector and engram.
 pub struct Scope {
     /// Share of the rows in the scope (0.5 for 50%).
     pub share: f64,

@@ -296,6 +296,14 @@ async fn exact(c: &Client, q: &Vector, scope: Option<&str>) -> (Vec<i64>, Durati
     (rows.iter().map(|r| r.get(0)).collect(), el)
 }
 
+/// Removes the rows the write measurement adds (raw ids from 10,000,000,
+/// remembered contents 'bench write …'): after it, and before it when an
+/// earlier run stopped halfway.
+const WRITTEN_ROWS: [&str; 2] = [
+    "DELETE FROM bench_raw WHERE id >= 10000000",
+    "DELETE FROM engram.memories WHERE content LIKE 'bench write %'",
+];
+
 /// The ef_search values tried for the raw baseline, smallest first.
 const RAW_EFS: [i32; 8] = [40, 64, 100, 160, 250, 400, 640, 1000];
 
@@ -539,23 +547,14 @@ async fn main() {
     let run = charts::Run {
         rows: a.rows,
         raw_ef: raw_ef.0,
-        unfiltered: charts::Point {
-            p50: raw.p50(),
-            recall: raw.recall(),
-        },
+        unfiltered: charts::Point::of(&raw),
         scopes: SCOPES
             .iter()
             .zip(&scoped)
             .map(|((_, label), [_, relaxed, engram])| charts::Scope {
                 share: label.trim_end_matches('%').parse::<f64>().unwrap() / 100.0,
-                raw: charts::Point {
-                    p50: relaxed.p50(),
-                    recall: relaxed.recall(),
-                },
-                engram: charts::Point {
-                    p50: engram.p50(),
-                    recall: engram.recall(),
-                },
+                raw: charts::Point::of(relaxed),
+                engram: charts::Point::of(engram),
             })
             .collect(),
     };
@@ -602,12 +601,11 @@ async fn main() {
 
     progress("measuring writes");
     // Rows a run that stopped halfway left behind (it removes its own at the end).
-    c.batch_execute(
-        "DELETE FROM bench_raw WHERE id >= 10000000;
-         DELETE FROM engram.memories WHERE content LIKE 'bench write %';",
-    )
-    .await
-    .expect("remove an earlier run's written rows");
+    for sql in WRITTEN_ROWS {
+        c.batch_execute(sql)
+            .await
+            .expect("remove an earlier run's written rows");
+    }
     let mut wmix = Mixture::new(99, a.dims, a.centroids, a.sigma);
     // Fresh vectors for each pass: a remember of a vector already stored
     // (by the first pass) is answered `conflict` without a write, which
@@ -687,8 +685,8 @@ async fn main() {
     // autovacuum cleans the HNSW indexes during the MCP measurement below.
     progress("removing the written rows (DELETE, VACUUM)");
     for sql in [
-        "DELETE FROM bench_raw WHERE id >= 10000000",
-        "DELETE FROM engram.memories WHERE content LIKE 'bench write %'",
+        WRITTEN_ROWS[0],
+        WRITTEN_ROWS[1],
         "DELETE FROM engram.memories WHERE content LIKE 'bench capture %'",
         "DELETE FROM engram.workspaces WHERE owner = 'bench'",
         "VACUUM ANALYZE bench_raw",
