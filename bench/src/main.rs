@@ -3,13 +3,15 @@
 //!
 //! Data: `--rows` vectors of `--dims` dimensions from a Gaussian mixture
 //! (`--centroids` random unit centroids, N(0, sigma²) noise per dimension,
-//! normalised), loaded into a raw pgvector table and into engram (one owner).
-//! Tags give scopes of 50%, 5% and 0.5% of the rows. Queries come from the
-//! same mixture. Ground truth is an exact scan with indexes disabled.
+//! normalised), loaded into a raw pgvector table and into engram (one owner,
+//! or with `--owners` spread over that many: the multi-tenant shape of
+//! owners.rs). Tags give scopes of 50%, 5% and 0.5% of the rows. Queries
+//! come from the same mixture. Ground truth is an exact scan.
 
 mod charts;
 mod data;
 mod mcp;
+mod owners;
 mod retrieval;
 mod stats;
 mod tenants;
@@ -75,12 +77,17 @@ struct Args {
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     vision_only: bool,
     /// A Citus coordinator's database with engram distributed: run only the
-    /// multi-tenant comparison (--rows over --owners, one node vs Citus).
+    /// multi-tenant comparison (--rows over --owners, default 1,000; one
+    /// node vs Citus).
     #[arg(long, env = "ENGRAM_BENCH_CITUS_DSN")]
     citus_dsn: Option<String>,
-    /// Owners the multi-tenant comparison spreads --rows over.
-    #[arg(long, default_value_t = 1000)]
-    owners: usize,
+    /// Spread --rows over this many owners and measure the multi-tenant
+    /// shape instead of one owner's scopes: one owner's search, alone and
+    /// with one tag, against raw unfiltered HNSW over all rows
+    /// (e.g. --rows 1000000 --owners 1000). With --citus-dsn: the owners of
+    /// the Citus comparison.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    owners: Option<u32>,
     /// Concurrent connections of the multi-tenant remember measurement.
     #[arg(long, default_value_t = 8)]
     clients: usize,
@@ -116,8 +123,12 @@ async fn connect(dsn: &str) -> Client {
 
 fn fingerprint(a: &Args) -> String {
     format!(
-        "rows={} dims={} centroids={} sigma={}",
-        a.rows, a.dims, a.centroids, a.sigma
+        "rows={} dims={} centroids={} sigma={} owners={}",
+        a.rows,
+        a.dims,
+        a.centroids,
+        a.sigma,
+        a.owners.map_or("one".to_string(), |n| n.to_string())
     )
 }
 
@@ -127,7 +138,8 @@ async fn load(c: &Client, a: &Args) {
     c.batch_execute(&format!(
         "DROP TABLE IF EXISTS bench_raw, bench_meta;
          CREATE TABLE bench_meta (fingerprint text);
-         CREATE TABLE bench_raw (id bigint PRIMARY KEY, tags text[] NOT NULL, embedding vector({dims}) NOT NULL);
+         CREATE TABLE bench_raw (id bigint PRIMARY KEY, owner integer NOT NULL DEFAULT 0, tags text[] NOT NULL,
+                                 embedding vector({dims}) NOT NULL);
          TRUNCATE engram.memories CASCADE;
          TRUNCATE engram.memory_access;
          SELECT engram.configure(embedding_dims => {dims});
@@ -138,11 +150,12 @@ async fn load(c: &Client, a: &Args) {
     let mut mix = Mixture::new(42, dims, a.centroids, a.sigma);
     let insert = c
         .prepare(
-            "INSERT INTO bench_raw (id, tags, embedding)
-             SELECT n, t::text[], v::vector FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(n, t, v)",
+            "INSERT INTO bench_raw (id, owner, tags, embedding)
+             SELECT n, n % $4, t::text[], v::vector FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(n, t, v)",
         )
         .await
         .unwrap();
+    let owners = i64::from(a.owners.unwrap_or(1));
     let batch = 2000;
     let started = Instant::now();
     for start in (0..a.rows).step_by(batch) {
@@ -154,7 +167,9 @@ async fn load(c: &Client, a: &Args) {
             tags.push(format!("{{{}}}", scope_tags(mix.uniform()).join(",")));
             vecs.push(vec_text(&mix.sample()));
         }
-        c.execute(&insert, &[&ids, &tags, &vecs]).await.expect("insert batch");
+        c.execute(&insert, &[&ids, &tags, &vecs, &owners])
+            .await
+            .expect("insert batch");
         if end % 20_000 == 0 || end == a.rows {
             progress(&format!("  {end}/{} rows ({:.0?})", a.rows, started.elapsed()));
         }
@@ -165,7 +180,10 @@ async fn load(c: &Client, a: &Args) {
     // by row, one statement's 1M usage updates of the owner's counter row
     // pile up dead versions that each next update walks past (a 1M load
     // had not finished them 15 minutes after its rows were in).
-    progress("copying the rows into engram.memories (one owner; lists packed and usage counted after)");
+    progress(&format!(
+        "copying the rows into engram.memories ({}; lists packed and usage counted after)",
+        a.owners.map_or("one owner".to_string(), |n| format!("{n} owners"))
+    ));
     c.batch_execute(
         "ALTER TABLE engram.memories DISABLE TRIGGER zz_scope_lists_insert;
          ALTER TABLE engram.memories DISABLE TRIGGER usage_insert;",
@@ -174,11 +192,12 @@ async fn load(c: &Client, a: &Args) {
     .expect("disable the list and usage triggers");
     c.execute(
         "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding, trust_score)
-         SELECT $1, 'memory ' || r.id, sha256(convert_to('memory ' || r.id, 'UTF8')),
+         SELECT CASE WHEN $2 THEN 'owner-' || lpad(r.owner::text, 5, '0') ELSE $1 END, 'memory ' || r.id,
+                sha256(convert_to('memory ' || r.id, 'UTF8')),
                 engram._dedup_key('memory ' || r.id, NULL, '{}', 'semantic', NULL), r.tags, r.embedding,
                 engram.trust_score('agent', 0, 0, false)
          FROM bench_raw r",
-        &[&OWNER],
+        &[&OWNER, &a.owners.is_some()],
     )
     .await
     .expect("copy into engram");
@@ -189,7 +208,7 @@ async fn load(c: &Client, a: &Args) {
     .await
     .expect("enable the list and usage triggers");
     let t = Instant::now();
-    c.execute("SELECT engram.rebuild_lists($1)", &[&OWNER])
+    c.execute("SELECT engram.rebuild_lists()", &[])
         .await
         .expect("rebuild_lists");
     c.execute("SELECT engram.recount_usage()", &[])
@@ -215,6 +234,7 @@ async fn load(c: &Client, a: &Args) {
             "raw tags index",
             "CREATE INDEX bench_raw_tags ON bench_raw USING gin (tags)",
         ),
+        ("raw owner index", "CREATE INDEX bench_raw_owner ON bench_raw (owner)"),
         (
             "engram HNSW index",
             "CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)",
@@ -254,7 +274,10 @@ async fn loaded(c: &Client, a: &Args) -> bool {
     };
     // the extension may have been recreated since (DROP EXTENSION drops its rows)
     let rows: i64 = c
-        .query_one("SELECT count(*) FROM engram.memories WHERE owner = $1", &[&OWNER])
+        .query_one(
+            "SELECT count(*) FROM engram.memories WHERE owner = $1 OR owner LIKE 'owner-%'",
+            &[&OWNER],
+        )
         .await
         .map(|r| r.get(0))
         .unwrap_or(0);
@@ -328,6 +351,50 @@ async fn calibrate_raw_ef(c: &Client, st: &Statement, queries: &[Vector], truth:
     reached
 }
 
+/// Raw pgvector's sessions: pgvector's defaults, and custom plans so that
+/// raw filtered queries get the plan pgvector's docs describe (a generic
+/// plan cannot see the filter's value). One session per iterative-scan
+/// setting (off, relaxed_order), so that the queries can interleave without
+/// SETs between them. `all` is the unfiltered k-NN (on `off`), and `ef` the
+/// ef_search both sessions use: the one `calibrate_raw_ef` found for it.
+struct RawSessions {
+    off: Client,
+    relaxed: Client,
+    all: Statement,
+    ef: (i32, f64),
+}
+
+async fn raw_sessions(dsn: &str, queries: &[Vector], truth_all: &[Vec<i64>]) -> RawSessions {
+    let session = |iterative: &'static str| async move {
+        let c = connect(dsn).await;
+        c.batch_execute(&format!(
+            "SET hnsw.iterative_scan = {iterative}; SET hnsw.ef_search = 40; SET plan_cache_mode = force_custom_plan"
+        ))
+        .await
+        .unwrap();
+        c
+    };
+    let (off, relaxed) = (session("off").await, session("relaxed_order").await);
+    let all = off
+        .prepare("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10")
+        .await
+        .unwrap();
+    let ef = calibrate_raw_ef(&off, &all, queries, truth_all).await;
+    for c in [&off, &relaxed] {
+        c.batch_execute(&format!("SET hnsw.ef_search = {}", ef.0))
+            .await
+            .unwrap();
+    }
+    RawSessions { off, relaxed, all, ef }
+}
+
+/// The row ids of engram results, from their contents ('memory <id>').
+fn engram_ids(rows: Vec<tokio_postgres::Row>) -> Vec<i64> {
+    rows.iter()
+        .map(|r| r.get::<_, String>(0).trim_start_matches("memory ").parse().unwrap())
+        .collect()
+}
+
 struct Row {
     name: String,
     samples: Samples,
@@ -371,7 +438,7 @@ async fn main() {
     if let Some(citus) = &a.citus_dsn {
         let shape = tenants::Shape {
             rows: a.rows,
-            owners: a.owners,
+            owners: a.owners.unwrap_or(1000) as usize,
             dims: a.dims,
             centroids: a.centroids,
             sigma: a.sigma,
@@ -410,6 +477,9 @@ async fn main() {
         exact_all.push(t, 1.0, ids.len());
         truth_all.push(ids);
     }
+    if let Some(owners) = a.owners {
+        return owners::run(&a, &queries, &truth_all, exact_all, owners).await;
+    }
     let mut truth_scoped: Vec<Vec<Vec<i64>>> = Vec::new();
     let mut exact_scoped: Vec<Samples> = Vec::new();
     for (tag, _) in SCOPES {
@@ -424,39 +494,17 @@ async fn main() {
         exact_scoped.push(s);
     }
 
-    // pgvector's defaults, and custom plans so that raw filtered queries get
-    // the plan pgvector's docs describe (a generic plan cannot see the tag).
-    // One session per setting (iterative scans off, relaxed_order), so that
-    // the queries can interleave without SETs between them.
-    let raw_session = |iterative: &'static str| {
-        let dsn = a.dsn.clone();
-        async move {
-            let c = connect(&dsn).await;
-            c.batch_execute(&format!(
-                "SET hnsw.iterative_scan = {iterative}; SET hnsw.ef_search = 40; SET plan_cache_mode = force_custom_plan"
-            ))
-            .await
-            .unwrap();
-            c
-        }
-    };
-    let (c_off, c_relaxed) = (raw_session("off").await, raw_session("relaxed_order").await);
-    let raw_all = c_off
-        .prepare("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10")
-        .await
-        .unwrap();
+    let RawSessions {
+        off: c_off,
+        relaxed: c_relaxed,
+        all: raw_all,
+        ef: raw_ef,
+    } = raw_sessions(&a.dsn, &queries, &truth_all).await;
     const RAW_SCOPED: &str = "SELECT id FROM bench_raw WHERE tags @> ARRAY[$2] ORDER BY embedding <=> $1 LIMIT 10";
     let (raw_off, raw_relaxed) = (
         c_off.prepare(RAW_SCOPED).await.unwrap(),
         c_relaxed.prepare(RAW_SCOPED).await.unwrap(),
     );
-    let raw_ef = calibrate_raw_ef(&c_off, &raw_all, &queries, &truth_all).await;
-    for session in [&c_off, &c_relaxed] {
-        session
-            .batch_execute(&format!("SET hnsw.ef_search = {}", raw_ef.0))
-            .await
-            .unwrap();
-    }
     // engram runs on its own session with Postgres' defaults, as a client
     // would: the settings above are for the raw queries only (forced custom
     // plans would also re-plan every statement inside engram's functions).
@@ -477,11 +525,6 @@ async fn main() {
         .await
         .unwrap();
     let engram_floor: String = e.query_one("SHOW engram.hnsw_ef_search", &[]).await.unwrap().get(0);
-    let engram_ids = |rows: Vec<tokio_postgres::Row>| -> Vec<i64> {
-        rows.iter()
-            .map(|r| r.get::<_, String>(0).trim_start_matches("memory ").parse().unwrap())
-            .collect()
-    };
 
     progress("warming caches");
     for q in queries.iter().take(50) {
