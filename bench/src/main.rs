@@ -94,6 +94,13 @@ struct Args {
     /// Seconds of each multi-tenant remember measurement.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
+    /// HNSW build option m of both indexes, raw and engram's (pgvector's
+    /// default: 16). With --reuse, indexes built otherwise are rebuilt.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100))]
+    hnsw_m: Option<u32>,
+    /// HNSW build option ef_construction of both indexes (default: 64).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=1000))]
+    hnsw_ef_construction: Option<u32>,
     /// Where each search run keeps its results (search-<rows>.json) and the
     /// SVG charts drawn from all of them (charts/).
     #[arg(long, default_value = ".engram/bench")]
@@ -218,27 +225,12 @@ async fn load(c: &Client, a: &Args) {
         "  engram.rebuild_lists, engram.recount_usage: {:.1?}",
         t.elapsed()
     ));
-    // An HNSW build is several times slower once its graph outgrows
-    // maintenance_work_mem (1M x 384 needs about 2 GB); both cores help. A
-    // parallel build keeps the graph in shared memory: /dev/shm must hold it
-    // (containers default to 64 MB; give them --shm-size).
-    c.batch_execute("SET maintenance_work_mem = '3GB'; SET max_parallel_maintenance_workers = 2")
-        .await
-        .expect("index build settings");
     for (what, sql) in [
-        (
-            "raw HNSW index",
-            "CREATE INDEX bench_raw_hnsw ON bench_raw USING hnsw (embedding vector_cosine_ops)",
-        ),
         (
             "raw tags index",
             "CREATE INDEX bench_raw_tags ON bench_raw USING gin (tags)",
         ),
         ("raw owner index", "CREATE INDEX bench_raw_owner ON bench_raw (owner)"),
-        (
-            "engram HNSW index",
-            "CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)",
-        ),
         ("VACUUM ANALYZE bench_raw", "VACUUM ANALYZE bench_raw"),
         ("VACUUM ANALYZE engram.memories", "VACUUM ANALYZE engram.memories"),
         // the scope lists' entries were written by the bulk INSERT's trigger;
@@ -253,8 +245,75 @@ async fn load(c: &Client, a: &Args) {
         c.batch_execute(sql).await.expect(what);
         progress(&format!("  {what}: {:.1?}", t.elapsed()));
     }
-    // engram's walks get the ef floor this index needs, measured as a DBA
-    // would after a bulk load (docs/OPERATIONS.md).
+    hnsw_indexes(c, a).await;
+    c.execute("INSERT INTO bench_meta VALUES ($1)", &[&fingerprint(a)])
+        .await
+        .unwrap();
+}
+
+/// The HNSW build options asked for, as Postgres stores them in the
+/// index's reloptions (None: pgvector's defaults).
+fn hnsw_options(a: &Args) -> Option<String> {
+    let options: Vec<String> = [("m", a.hnsw_m), ("ef_construction", a.hnsw_ef_construction)]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name}={v}")))
+        .collect();
+    (!options.is_empty()).then(|| options.join(","))
+}
+
+/// The build options of both HNSW indexes, for the report.
+fn hnsw_label(a: &Args) -> String {
+    hnsw_options(a).unwrap_or_else(|| "pgvector's defaults (m=16,ef_construction=64)".into())
+}
+
+/// Whether both HNSW indexes exist with the build options asked for.
+async fn hnsw_indexes_match(c: &Client, a: &Args) -> bool {
+    let built: Vec<Option<String>> = c
+        .query(
+            "SELECT array_to_string(c.reloptions, ',') FROM pg_catalog.pg_class c
+             WHERE c.oid IN ('bench_raw_hnsw'::regclass, 'engram.memories_embedding_hnsw'::regclass)",
+            &[],
+        )
+        .await
+        .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+        .unwrap_or_default();
+    built.len() == 2 && built.iter().all(|o| *o == hnsw_options(a))
+}
+
+/// Builds the raw and the engram HNSW index with the same build options
+/// (--hnsw-m, --hnsw-ef-construction), then sizes engram's ef floor to its
+/// index with engram.tune_search, as a DBA would after a bulk load
+/// (docs/OPERATIONS.md).
+async fn hnsw_indexes(c: &Client, a: &Args) {
+    // An HNSW build is several times slower once its graph outgrows
+    // maintenance_work_mem (1M x 384 needs about 2 GB at m 16, more for a
+    // denser graph); both cores help. A parallel build keeps the graph in
+    // shared memory: /dev/shm must hold it (containers default to 64 MB;
+    // give them --shm-size).
+    c.batch_execute("SET maintenance_work_mem = '4GB'; SET max_parallel_maintenance_workers = 2")
+        .await
+        .expect("index build settings");
+    let with = hnsw_options(a).map_or(String::new(), |o| format!(" WITH ({o})"));
+    for (what, sql) in [
+        (
+            "raw HNSW index",
+            format!(
+                "DROP INDEX IF EXISTS bench_raw_hnsw;
+                 CREATE INDEX bench_raw_hnsw ON bench_raw USING hnsw (embedding vector_cosine_ops){with}"
+            ),
+        ),
+        (
+            "engram HNSW index",
+            format!(
+                "DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
+                 CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops){with}"
+            ),
+        ),
+    ] {
+        let t = Instant::now();
+        c.batch_execute(&sql).await.expect(what);
+        progress(&format!("  {what}{with}: {:.1?}", t.elapsed()));
+    }
     let t = Instant::now();
     let tuned: serde_json::Value = c
         .query_one("SELECT engram.tune_search()", &[])
@@ -262,9 +321,6 @@ async fn load(c: &Client, a: &Args) {
         .expect("engram.tune_search")
         .get(0);
     progress(&format!("  engram.tune_search: {tuned} ({:.1?})", t.elapsed()));
-    c.execute("INSERT INTO bench_meta VALUES ($1)", &[&fingerprint(a)])
-        .await
-        .unwrap();
 }
 
 async fn loaded(c: &Client, a: &Args) -> bool {
@@ -457,6 +513,10 @@ async fn main() {
         load(&c, &a).await;
     } else {
         progress(&format!("reusing loaded data ({})", fingerprint(&a)));
+        if !hnsw_indexes_match(&c, &a).await {
+            progress("rebuilding the HNSW indexes with the build options asked for");
+            hnsw_indexes(&c, &a).await;
+        }
     }
     if a.mcp_only {
         return mcp_and_embedder(&c, &a).await;
@@ -746,8 +806,10 @@ async fn main() {
     );
     println!();
     println!(
-        "raw baseline: ef_search {} (recall@10 {:.3} unfiltered; the smallest of {RAW_EFS:?} reaching 0.95); engram: engram.hnsw_ef_search {engram_floor} (engram.tune_search() after the load)",
-        raw_ef.0, raw_ef.1
+        "raw baseline: ef_search {} (recall@10 {:.3} unfiltered; the smallest of {RAW_EFS:?} reaching 0.95); engram: engram.hnsw_ef_search {engram_floor} (engram.tune_search() after the load); both HNSW indexes built with {}",
+        raw_ef.0,
+        raw_ef.1,
+        hnsw_label(&a)
     );
     println!();
     print_search_table(&table, baseline);

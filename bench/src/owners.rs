@@ -9,7 +9,7 @@
 //! beside it.
 
 use crate::stats::{recall, Samples};
-use crate::{connect, engram_ids, print_search_table, progress, raw_sessions, Args, RawSessions, Row};
+use crate::{connect, engram_ids, hnsw_label, print_search_table, progress, raw_sessions, Args, RawSessions, Row};
 use pgvector::Vector;
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -177,8 +177,11 @@ pub async fn run(a: &Args, queries: &[Vector], truth_all: &[Vec<i64>], exact_all
     );
     println!();
     println!(
-        "raw baseline: unfiltered HNSW over all {} rows at ef_search {} (recall@10 {:.3}; the smallest reaching 0.95)",
-        a.rows, ef.0, ef.1
+        "raw baseline: unfiltered HNSW over all {} rows at ef_search {} (recall@10 {:.3}; the smallest reaching 0.95); both HNSW indexes built with {}",
+        a.rows,
+        ef.0,
+        ef.1,
+        hnsw_label(a)
     );
     println!();
     print_search_table(&table, baseline);

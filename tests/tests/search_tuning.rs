@@ -133,3 +133,105 @@ async fn tune_search_measures_the_index_and_sets_the_databases_ef_search() {
     let (state, msg) = sqlstate(app.query_one("SELECT engram.tune_search()", &[]).await);
     assert_eq!(state, "42501", "{msg}");
 }
+
+async fn configure(c: &Client, args: &str) -> Value {
+    c.query_one(&format!("SELECT engram.configure({args})"), &[])
+        .await
+        .unwrap_or_else(|e| panic!("configure({args}): {e}"))
+        .get(0)
+}
+
+/// The HNSW index's build options as stored (NULL: pgvector's defaults).
+async fn build_options(c: &Client) -> Option<String> {
+    c.query_one(
+        "SELECT array_to_string(c.reloptions, ',') FROM pg_catalog.pg_class c
+         WHERE c.oid = 'engram.memories_embedding_hnsw'::regclass",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Recall@10 of the index at ef_search 40, as tune_search measures it.
+async fn recall_at_40(c: &Client) -> f64 {
+    let tuned = tune(c, "target_recall => 0.01, samples => 100").await;
+    assert_eq!(tuned["tried"][0]["ef_search"], 40, "{tuned}");
+    tuned["tried"][0]["recall"].as_f64().unwrap()
+}
+
+#[tokio::test]
+async fn configure_rebuilds_the_hnsw_index_with_the_build_options_given() {
+    let db = TestDb::new(384).await;
+    let c = &db.admin;
+    let cfg = configure(c, "").await;
+    assert_eq!(
+        (cfg["hnsw_m"].as_i64(), cfg["hnsw_ef_construction"].as_i64()),
+        (Some(16), Some(64)),
+        "{cfg}"
+    );
+    if on_citus() {
+        let (state, msg) = sqlstate(c.query_one("SELECT engram.configure(hnsw_m => 24)", &[]).await);
+        assert_eq!(state, "0A000", "refused on a Citus coordinator: {msg}");
+        return;
+    }
+    // Out of pgvector's ranges, or ef_construction below twice m: refused
+    // with the argument named, and the index untouched.
+    for args in [
+        "hnsw_m => 1",
+        "hnsw_m => 101",
+        "hnsw_ef_construction => 3",
+        "hnsw_ef_construction => 1001",
+        "hnsw_m => 48",
+        "hnsw_m => 8, hnsw_ef_construction => 15",
+    ] {
+        let (state, msg) = sqlstate(c.query_one(&format!("SELECT engram.configure({args})"), &[]).await);
+        assert_eq!(state, "22023", "{args}: {msg}");
+        assert!(msg.contains("hnsw_"), "{args}: {msg}");
+    }
+    assert_eq!(build_options(c).await, None);
+
+    // A sparse graph and a dense one over the same hard data: the dense one
+    // finds more of the true neighbours at the same ef_search.
+    hard_memories(c).await;
+    let cfg = configure(c, "hnsw_m => 4, hnsw_ef_construction => 8").await;
+    assert_eq!(
+        (cfg["hnsw_m"].as_i64(), cfg["hnsw_ef_construction"].as_i64()),
+        (Some(4), Some(8)),
+        "{cfg}"
+    );
+    assert_eq!(build_options(c).await.as_deref(), Some("m=4,ef_construction=8"));
+    let sparse = recall_at_40(c).await;
+    // ef_construction alone keeps m.
+    configure(c, "hnsw_ef_construction => 128").await;
+    assert_eq!(build_options(c).await.as_deref(), Some("m=4,ef_construction=128"));
+    configure(c, "hnsw_m => 32").await;
+    assert_eq!(build_options(c).await.as_deref(), Some("m=32,ef_construction=128"));
+    let dense = recall_at_40(c).await;
+    assert!(
+        dense > sparse,
+        "recall@10 at ef 40: m 32 / ef_construction 128 {dense}, m 4 / 8 {sparse}"
+    );
+    // The same options again rebuild nothing; every rebuild is audited.
+    let oid = "SELECT 'engram.memories_embedding_hnsw'::regclass::oid::bigint";
+    let before = count(&db, oid).await;
+    configure(c, "hnsw_m => 32, hnsw_ef_construction => 128").await;
+    assert_eq!(count(&db, oid).await, before, "unchanged options rebuild nothing");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'configure' AND details ? 'hnsw_m'"
+        )
+        .await,
+        3
+    );
+
+    // Changing the dimension rebuilds the index with the options it had.
+    c.batch_execute("DELETE FROM engram.memories").await.unwrap();
+    configure(c, "embedding_dims => 8").await;
+    assert_eq!(build_options(c).await.as_deref(), Some("m=32,ef_construction=128"));
+    // Only DBAs rebuild indexes.
+    let agent = db.agent("o").await;
+    let (state, msg) = sqlstate(agent.execute("SELECT engram.configure(hnsw_m => 16)", &[]).await);
+    assert_eq!(state, "42501", "{msg}");
+}

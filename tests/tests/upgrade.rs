@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.10.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.11.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -786,11 +786,26 @@ async fn upgrade_from_0_9_0_packs_the_scope_lists_and_equals_a_fresh_install() {
     );
 }
 
-#[tokio::test]
-async fn upgrade_from_0_10_0_keeps_the_packed_lists_and_equals_a_fresh_install() {
-    let (name, old) = install("0.10.0").await;
-    // A populated 0.10.0 database: tagged memories of two owners and a
-    // ghost, an update, a forget, 300 bulk-loaded rows in packed lists.
+/// What the packed-list releases (0.10.0 on) must keep byte for byte: the
+/// memories, the list blocks, sizes and usage, a scoped search, the audit.
+const PACKED_SNAPSHOT: &str =
+    "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding), ',' ORDER BY m.id)
+    || (SELECT string_agg(concat_ws('/', b.owner, b.list, b.block, b.n, md5(b.entries)), ','
+                          ORDER BY b.owner, b.list, b.block) FROM engram.scope_blocks b)
+    || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
+        FROM engram.scope_sizes z)
+    || (SELECT string_agg(concat_ws('/', u.owner, u.memories), ',' ORDER BY u.owner) FROM engram.owner_locks u)
+    || (SELECT string_agg(s.id::text, ',') FROM engram.search(owner => 'carol', k => 10, tags_all => '{t1}',
+                                                         query_embedding => '[0.5,0.5,0,1]') s)
+    || (SELECT count(*)::text FROM engram.audit_log)
+    FROM engram.memories m";
+
+/// Updates a populated packed-list release (tagged memories of two owners
+/// and a ghost, an update, a forget, 300 bulk-loaded rows) to this one,
+/// keeping every list block, and checks that a token of `version` still
+/// binds and searches afterwards.
+async fn update_keeping_the_packed_lists(version: &str) -> Client {
+    let (name, old) = install(version).await;
     let (tea, chess, gone) = tagged_memories(&old).await;
     old.batch_execute(&format!(
         "SELECT engram.update(owner => 'alice', id => '{tea}', content => 'alice drinks oolong tea', embedding => '[0.9,0.1,0,0]', reason => 'taste');
@@ -807,26 +822,15 @@ async fn upgrade_from_0_10_0_keeps_the_packed_lists_and_equals_a_fresh_install()
         .await
         .unwrap()
         .get(0);
-    // The blocks themselves are kept byte for byte (no rebuild on this hop).
-    let snapshot = "SELECT string_agg(concat_ws('/', m.id, m.owner, m.content, m.tags, m.status, m.embedding), ',' ORDER BY m.id)
-                    || (SELECT string_agg(concat_ws('/', b.owner, b.list, b.block, b.n, md5(b.entries)), ','
-                                          ORDER BY b.owner, b.list, b.block) FROM engram.scope_blocks b)
-                    || (SELECT string_agg(concat_ws('/', z.owner, z.list, z.n), ',' ORDER BY z.owner, z.list)
-                        FROM engram.scope_sizes z)
-                    || (SELECT string_agg(concat_ws('/', u.owner, u.memories), ',' ORDER BY u.owner) FROM engram.owner_locks u)
-                    || (SELECT string_agg(s.id::text, ',') FROM engram.search(owner => 'carol', k => 10, tags_all => '{t1}',
-                                                                         query_embedding => '[0.5,0.5,0,1]') s)
-                    || (SELECT count(*)::text FROM engram.audit_log)
-                    FROM engram.memories m";
-    update_keeping(&old, snapshot).await;
+    // The blocks themselves are kept byte for byte (no rebuild on a direct
+    // update or a chain of hops from 0.10.0).
+    update_keeping(&old, PACKED_SNAPSHOT).await;
     assert_eq!(
         count_on(&old, LIST_DRIFT).await,
         0,
         "the packed lists equal a recomputation"
     );
-
-    // The 0.10.0 token binds and searches; the new tune_search runs.
-    let app = bound_app(&name, &token, "0.10.0").await;
+    let app = bound_app(&name, &token, version).await;
     let found: Vec<Uuid> = column(
         &app,
         "SELECT id FROM engram.search(query_embedding => '[0,1,0,0]', k => 2)",
@@ -834,12 +838,38 @@ async fn upgrade_from_0_10_0_keeps_the_packed_lists_and_equals_a_fresh_install()
     .await;
     assert_eq!(found, vec![chess, tea]);
     app.batch_execute("COMMIT").await.unwrap();
+    old
+}
+
+#[tokio::test]
+async fn upgrade_from_0_10_0_keeps_the_packed_lists_and_equals_a_fresh_install() {
+    let old = update_keeping_the_packed_lists("0.10.0").await;
+    // tune_search (0.11.0) runs.
     let tuned = count_on(
         &old,
         "SELECT (engram.tune_search(samples => 20) ->> 'ef_search')::bigint",
     )
     .await;
     assert!(tuned >= 40, "tune_search after the update: {tuned}");
+}
+
+#[tokio::test]
+async fn upgrade_from_0_11_0_keeps_the_index_and_configure_rebuilds_it() {
+    let old = update_keeping_the_packed_lists("0.11.0").await;
+    // The index is kept as 0.11.0 built it (pgvector's defaults), and
+    // configure (0.12.0) reports and rebuilds it.
+    let build =
+        "SELECT (c ->> 'hnsw_m')::bigint * 1000 + (c ->> 'hnsw_ef_construction')::bigint FROM engram.configure() c";
+    assert_eq!(count_on(&old, build).await, 16_064);
+    old.batch_execute("SELECT engram.configure(hnsw_m => 8, hnsw_ef_construction => 40)")
+        .await
+        .unwrap();
+    assert_eq!(count_on(&old, build).await, 8_040);
+    assert_eq!(
+        count_on(&old, LIST_DRIFT).await,
+        0,
+        "a rebuilt index leaves the lists alone"
+    );
 }
 
 async fn count_on(c: &Client, sql: &str) -> i64 {

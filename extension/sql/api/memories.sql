@@ -2,17 +2,85 @@
 -- configuration
 ---------------------------------------------------------------------------
 
+-- The build options of the memories' HNSW index, pgvector's defaults
+-- where the index sets none ({"m": 16, "ef_construction": 64}); NULL while
+-- the index is missing (a bulk load drops it).
+CREATE FUNCTION engram._hnsw_build() RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_options text[];
+BEGIN
+    SELECT c.reloptions INTO v_options FROM pg_catalog.pg_class c
+    WHERE c.oid = pg_catalog.to_regclass('engram.memories_embedding_hnsw');
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object(
+        'm', coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(v_options) o
+                       WHERE split_part(o, '=', 1) = 'm'), 16),
+        'ef_construction', coalesce((SELECT split_part(o, '=', 2)::integer FROM unnest(v_options) o
+                                     WHERE split_part(o, '=', 1) = 'ef_construction'), 64));
+END
+$fn$;
+
+-- (Re)creates the memories' HNSW index with build options p_options (the
+-- reloptions text, e.g. 'm=24, ef_construction=128'; NULL: pgvector's
+-- defaults). A plain build under an ACCESS EXCLUSIVE lock, as a restore
+-- builds it; docs/OPERATIONS.md shows the concurrent way for a live table.
+CREATE FUNCTION engram._build_hnsw(p_options text) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
+    EXECUTE 'CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)'
+            || coalesce(' WITH (' || p_options || ')', '');
+END
+$fn$;
+
 -- Sets the embedding dimension of this database (default 384), allowed
 -- while no memory holds an embedding, and the dimension of image
 -- embeddings (default 512, at most 1536), allowed while no image holds one.
--- Rebuilds what depends on the column (the memories' HNSW index).
-CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL) RETURNS jsonb
+-- Rebuilds what depends on the column (the memories' HNSW index, keeping
+-- its build options).
+-- hnsw_m and hnsw_ef_construction rebuild the memories' HNSW index with
+-- those build options (pgvector's m and ef_construction; defaults 16 and
+-- 64): a denser graph reaches a higher recall on a large table (at 1M rows
+-- the default graph's recall@10 stays near 0.93 at any ef_search on the
+-- bench's data; docs/OPERATIONS.md) and costs build time and insert time.
+CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL,
+                                 hnsw_m integer DEFAULT NULL, hnsw_ef_construction integer DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_current integer;
     v_stored bigint;
+    v_build jsonb;
+    v_m integer;
+    v_efc integer;
+    v_options text;
 BEGIN
     PERFORM engram._require_privileged('configure');
+    -- The graph's options are checked before anything changes.
+    v_build := engram._hnsw_build();
+    IF configure.hnsw_m IS NOT NULL OR configure.hnsw_ef_construction IS NOT NULL THEN
+        v_m := coalesce(configure.hnsw_m, (v_build ->> 'm')::integer, 16);
+        v_efc := coalesce(configure.hnsw_ef_construction, (v_build ->> 'ef_construction')::integer, 64);
+        IF v_m NOT BETWEEN 2 AND 100 THEN
+            RAISE EXCEPTION 'hnsw_m % is out of range; pass 2 to 100 (pgvector''s default is 16; denser graphs, such as 24 or 32, reach a higher recall on tables of millions of rows)', v_m
+                USING ERRCODE = '22023';
+        END IF;
+        IF v_efc NOT BETWEEN 4 AND 1000 THEN
+            RAISE EXCEPTION 'hnsw_ef_construction % is out of range; pass 4 to 1000 (pgvector''s default is 64)', v_efc
+                USING ERRCODE = '22023';
+        END IF;
+        IF v_efc < 2 * v_m THEN
+            RAISE EXCEPTION 'hnsw_ef_construction % is below twice hnsw_m (%); pgvector needs at least %', v_efc, v_m, 2 * v_m
+                USING ERRCODE = '22023';
+        END IF;
+        IF engram._is_distributed() THEN
+            RAISE EXCEPTION 'hnsw_m and hnsw_ef_construction rebuild one node''s index; on Citus each worker''s shards hold their own'
+                USING ERRCODE = '0A000',
+                      HINT = 'Rebuild the shard indexes on the workers (ALTER INDEX ... SET (m = ..., ef_construction = ...); REINDEX) instead.';
+        END IF;
+    END IF;
     v_current := engram._dims();
     IF configure.embedding_dims IS NOT NULL AND configure.embedding_dims <> v_current THEN
         PERFORM engram._check_dims(configure.embedding_dims);
@@ -21,9 +89,12 @@ BEGIN
             RAISE EXCEPTION '% memories hold % -dimension embeddings; the dimension can change only while none do (re-embed into a new database, or engram.purge/forget them first)', v_stored, v_current
                 USING ERRCODE = '55000';
         END IF;
-        DROP INDEX engram.memories_embedding_hnsw;
+        -- The index comes back with the build options it had.
+        v_options := (SELECT array_to_string(c.reloptions, ', ') FROM pg_catalog.pg_class c
+                      WHERE c.oid = pg_catalog.to_regclass('engram.memories_embedding_hnsw'));
+        DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
         EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', configure.embedding_dims);
-        CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops);
+        PERFORM engram._build_hnsw(v_options);
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('embedding_dims', configure.embedding_dims, 'previous', v_current));
     END IF;
@@ -48,8 +119,17 @@ BEGIN
         PERFORM engram._audit(NULL, 'configure', NULL,
             jsonb_build_object('image_dims', configure.image_dims, 'previous', v_current));
     END IF;
+    IF v_m IS NOT NULL AND (v_build IS NULL OR v_build <> jsonb_build_object('m', v_m, 'ef_construction', v_efc)) THEN
+        PERFORM engram._build_hnsw(format('m = %s, ef_construction = %s', v_m, v_efc));
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('hnsw_m', v_m, 'hnsw_ef_construction', v_efc, 'previous', v_build));
+        -- The floor tune_search measured was for the old graph.
+        RAISE NOTICE 'engram: the HNSW index was rebuilt with m = %, ef_construction = %; run engram.tune_search() to size engram.hnsw_ef_search to it', v_m, v_efc;
+    END IF;
     RETURN jsonb_build_object(
         'embedding_dims', engram._dims(),
+        'hnsw_m', engram._hnsw_build() -> 'm',
+        'hnsw_ef_construction', engram._hnsw_build() -> 'ef_construction',
         'image_dims', engram._image_dims(),
         'image_max_bytes', engram._setting_image_max_bytes(),
         'conflict_threshold', engram._setting_conflict_threshold(),
