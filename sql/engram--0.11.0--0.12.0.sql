@@ -7,8 +7,9 @@
 -- and reports them. configure's signature grows two arguments. No table or
 -- row changes; the index itself is kept as it is.
 --
--- Built as sql/README.md says: 1. drop the previous API; 2. table changes
--- (none); 3. new Rust functions (none); 4. load the API from the library.
+-- Built as sql/README.md says: 1. table changes (none); 2. new Rust
+-- functions (none); 3. _install_api drops the previous API and loads this
+-- one from the library.
 \echo Use "ALTER EXTENSION engram UPDATE TO '0.12.0'" to load this file. \quit
 
 -- On a distributed database (Citus) this script drops and creates
@@ -32,63 +33,10 @@ $$;
 SELECT pg_catalog.set_config('engram_upgrade.chain',
     coalesce(nullif(pg_catalog.current_setting('engram_upgrade.chain', true), ''), 'false'), true);
 
--- 1. The 0.11.0 API: its triggers, functions, result types and policies.
--- The scope lists' and image holds' triggers are dropped and created again
--- within this one transaction; DROP TRIGGER locks engram.memories against
--- writes until the update commits.
-DROP EVENT TRIGGER IF EXISTS engram_borrowed_functions;
-DROP TRIGGER IF EXISTS states_immutable ON engram.states;
-DROP TRIGGER IF EXISTS zz_scope_lists_insert ON engram.memories;
-DROP TRIGGER IF EXISTS zz_scope_lists_update ON engram.memories;
-DROP TRIGGER IF EXISTS zz_scope_lists_delete ON engram.memories;
-DROP TRIGGER IF EXISTS zz_scope_lists_truncate ON engram.memories;
-DROP AGGREGATE IF EXISTS engram._nearest(bytea, integer, bytea, integer);
-DROP TRIGGER IF EXISTS image_refs_insert ON engram.memories;
-DROP TRIGGER IF EXISTS image_refs_update ON engram.memories;
-DROP TRIGGER IF EXISTS image_refs_delete ON engram.memories;
-DROP TRIGGER IF EXISTS image_refs_truncate ON engram.memories;
-DO $$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['memories', 'events', 'images', 'slots', 'workspaces', 'states'] LOOP
-        EXECUTE format('DROP TRIGGER IF EXISTS usage_insert ON engram.%I', t);
-        EXECUTE format('DROP TRIGGER IF EXISTS usage_delete ON engram.%I', t);
-        EXECUTE format('DROP TRIGGER IF EXISTS usage_truncate ON engram.%I', t);
-    END LOOP;
-END
-$$;
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN
-        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-        JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-        WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
-    LOOP
-        EXECUTE format('DROP FUNCTION %s', f);
-    END LOOP;
-END
-$$;
-DROP TYPE IF EXISTS engram.read_scope, engram.search_hit, engram.recalled_memory, engram.listed_memory,
-    engram.slot, engram.workspace_item, engram.state_item, engram.session_item, engram.session_event,
-    engram.list_entry, engram.vision_hit;
-DO $$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['memories', 'revisions', 'memory_access', 'audit_log', 'ghost_settings', 'grants',
-                             'publications', 'slots', 'workspaces', 'states', 'events', 'misses',
-                             'images', 'image_data', 'image_embeddings'] LOOP
-        EXECUTE format('DROP POLICY IF EXISTS owner_isolation ON engram.%I', t);
-    END LOOP;
-END
-$$;
-
--- 2. No table changes. 3. No new Rust functions.
-
--- 4. The 0.12.0 API, from the library (only when it is 0.12.0).
+-- 1. No table changes. 2. No new Rust functions.
+-- 3. The 0.12.0 API, from the library (only when it is 0.12.0), in place of
+-- the loaded 0.11.0 one: since 0.12.0 _install_api finds the loaded API's
+-- objects in the catalog and drops them first (extension/sql/drop_api.sql).
 SELECT engram._install_api('0.12.0');
 
 -- At the end of a chain of hops from 0.9.0 or older the API of the hops

@@ -3,9 +3,10 @@
 //! The API (functions, result types, policies, privileges) is written once,
 //! in the topic files of `sql/api/`; CREATE EXTENSION loads them from the
 //! generated install script. An upgrade script in the top-level `sql/`
-//! changes the tables, drops the previous version's API and then calls
-//! `engram._install_api` with its target version, which runs the same files
-//! from this library. Only
+//! changes the tables and then calls `engram._install_api` with its target
+//! version, which drops whatever API is loaded (found in the catalog,
+//! `sql/drop_api.sql`; since 0.12.0, before which each hop dropped the
+//! previous API by name) and runs the same files from this library. Only
 //! the hop whose target is this library's version loads it, so a chain of
 //! hops (0.1.0 -> 0.2.0 -> 0.3.0) loads the newest API once, on the newest
 //! tables.
@@ -34,13 +35,17 @@ const API_FILES: [&str; 17] = [
     include_str!("../sql/api/privileges.sql"),
 ];
 
-/// Runs the API files when `version` is this library's version; returns
-/// whether it did.
+/// Drops the loaded API's objects, found in the catalog.
+const DROP_API: &str = include_str!("../sql/drop_api.sql");
+
+/// Replaces the loaded API with the API files when `version` is this
+/// library's version; returns whether it did.
 #[pg_extern(volatile)]
 fn _install_api(version: &str) -> bool {
     if version != env!("CARGO_PKG_VERSION") {
         return false;
     }
+    Spi::run(DROP_API).unwrap_or_else(|e| error!("engram: dropping the previous API failed: {e}"));
     for file in API_FILES {
         Spi::run(file).unwrap_or_else(|e| error!("engram: loading the {version} API failed: {e}"));
     }

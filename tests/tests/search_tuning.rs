@@ -235,3 +235,62 @@ async fn configure_rebuilds_the_hnsw_index_with_the_build_options_given() {
     let (state, msg) = sqlstate(agent.execute("SELECT engram.configure(hnsw_m => 16)", &[]).await);
     assert_eq!(state, "42501", "{msg}");
 }
+
+#[tokio::test]
+async fn a_scope_walk_keeps_the_recall_the_floor_was_measured_for() {
+    if on_citus() {
+        return; // tune_search measures one node's index
+    }
+    let db = TestDb::new(384).await;
+    let c = &db.admin;
+    hard_memories(c).await;
+    // A quarter of the memories in one tag, drawn apart from the vectors.
+    c.batch_execute(
+        "SELECT setseed(0.17);
+         UPDATE engram.memories SET tags = '{quarter}' WHERE random() < 0.25;
+         ANALYZE engram.memories;",
+    )
+    .await
+    .unwrap();
+    let tuned = tune(c, "target_recall => 0.95, samples => 100").await;
+    let floor = tuned["ef_search"].as_i64().unwrap();
+    assert!(floor > 40, "the data needs more than ef 40: {tuned}");
+    // Queries from the same distribution, never stored; the truth is an
+    // exact scan of the scope.
+    c.batch_execute(
+        "SELECT setseed(0.23);
+         CREATE TEMP TABLE q AS
+             SELECT n, (SELECT array_agg(random() - 0.5) FROM generate_series(1, 384) WHERE n > 0)::vector AS v
+             FROM generate_series(1, 40) n;
+         BEGIN; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off;
+         CREATE TEMP TABLE truth AS
+             SELECT q.n, ARRAY(SELECT m.id FROM engram.memories m WHERE m.tags @> '{quarter}'
+                               ORDER BY m.embedding <=> q.v LIMIT 10) AS ids
+             FROM q;
+         COMMIT;",
+    )
+    .await
+    .unwrap();
+    // The scope walks the graph (not its list): it keeps 1/4 of what the walk
+    // visits, so the walk must be 4x wider than the floor for the recall the
+    // floor gives an unfiltered walk (a walk at the floor itself, as before
+    // 0.12.0, returned 0.91 in a trial).
+    c.batch_execute("SET engram.list_search_rows = 0; SET engram.hnsw_min_selectivity = 0")
+        .await
+        .unwrap();
+    let recall: f64 = c
+        .query_one(
+            "SELECT avg((SELECT count(*) FROM engram.search(owner => 'o', query_embedding => q.v, k => 10,
+                                                           tags_all => '{quarter}') x
+                         WHERE x.id = ANY (t.ids)) / 10.0)::float8
+             FROM q JOIN truth t USING (n)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        recall >= 0.95,
+        "a 25% scope's walk at floor {floor}: recall@10 {recall:.3}"
+    );
+}

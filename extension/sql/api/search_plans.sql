@@ -335,12 +335,18 @@ BEGIN
         END IF;
     END IF;
     v_total := greatest(v_total, v_rows);
-    -- One pass of ef_search candidates holds about `fetch` matching rows
-    -- when ef_search = fetch / selectivity (1.5x for the variance of the
-    -- filter); later iterations cost far more than a wider first pass.
+    -- The walk's candidate list (ef_search) holds about selectivity x ef
+    -- rows of the scope. The floor (engram.hnsw_ef_search, which
+    -- tune_search measures) is the ef at which an unfiltered walk reaches
+    -- the target recall, so a scope needs floor / selectivity for the same
+    -- recall (before 0.12.0 the floor was not divided: a 50% scope of a 1M
+    -- index at floor 64 returned recall 0.93), and at least 1.5 x fetch /
+    -- selectivity to hold `fetch` matching rows in one pass (1.5x for the
+    -- variance of the filter; later iterations cost far more than a wider
+    -- first pass). At most 1000.
     -- The walk's plan is cached (engram._hnsw_walk): always the index.
     PERFORM set_config('hnsw.ef_search',
-        least(greatest(ceil(1.5 * v_fetch * v_total / v_rows), engram._setting_hnsw_ef_search()), 1000)::text,
+        least(ceil(greatest(1.5 * v_fetch, engram._setting_hnsw_ef_search()) * v_total / v_rows), 1000)::text,
         true);
     IF v_citus THEN
         -- The walk runs on a worker, with that database's iterative scan
