@@ -199,7 +199,7 @@ async fn load(c: &Client, a: &Args) {
     .expect("disable the list and usage triggers");
     c.execute(
         "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding, trust_score)
-         SELECT CASE WHEN $2 THEN 'owner-' || lpad(r.owner::text, 5, '0') ELSE $1 END, 'memory ' || r.id,
+         SELECT CASE WHEN $2 THEN 'owner-' || r.owner ELSE $1 END, 'memory ' || r.id,
                 sha256(convert_to('memory ' || r.id, 'UTF8')),
                 engram._dedup_key('memory ' || r.id, NULL, '{}', 'semantic', NULL), r.tags, r.embedding,
                 engram.trust_score('agent', 0, 0, false)
@@ -509,6 +509,13 @@ async fn main() {
         .await
         .expect("pgvector missing")
         .get(0);
+    // pgvector refuses a graph whose ef_construction is below 2 x m (its
+    // default ef_construction is 64): say so before loading anything.
+    let (m, efc) = (a.hnsw_m.unwrap_or(16), a.hnsw_ef_construction.unwrap_or(64));
+    if efc < 2 * m {
+        eprintln!("error: --hnsw-ef-construction ({efc}) must be at least twice --hnsw-m ({m})");
+        std::process::exit(2);
+    }
     if !(a.reuse && loaded(&c, &a).await) {
         load(&c, &a).await;
     } else {

@@ -1,6 +1,6 @@
 //! The multi-tenant shape on one node (`--owners`, issue 20): `--rows`
 //! memories spread evenly over the owners (row n belongs to owner n mod
-//! owners, named `owner-00042` in engram and 42 in `bench_raw.owner`), and
+//! owners, named `owner-42` in engram and 42 in `bench_raw.owner`), and
 //! each query searches one owner's memories, alone and with one tag. The
 //! baseline is raw pgvector's unfiltered HNSW over all rows at the ef that
 //! reaches recall 0.95 (SPEC 7's multi-tenant row): what a user pays for
@@ -88,7 +88,7 @@ pub async fn run(a: &Args, queries: &[Vector], truth_all: &[Vec<i64>], exact_all
     let e = connect(&a.dsn).await;
     let engram = e
         .prepare(
-            "SELECT content FROM engram.search(owner => 'owner-' || lpad($2::integer::text, 5, '0'), query_embedding => $1,
+            "SELECT content FROM engram.search(owner => 'owner-' || $2::integer::text, query_embedding => $1,
                                                k => 10, tags_all => CASE WHEN $3::text IS NULL THEN NULL ELSE ARRAY[$3] END)",
         )
         .await

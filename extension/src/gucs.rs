@@ -98,8 +98,8 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"engram.hnsw_ef_search",
-        c"Smallest hnsw.ef_search of engram's index scans.",
-        c"engram sizes ef_search to 1.5 x fetch / selectivity, at least this and at most 1000. Default 40.",
+        c"hnsw.ef_search of engram's unfiltered index walks (engram.tune_search measures it).",
+        c"A scope of selectivity s walks max(this, 1.5 x fetch) / s wide, at most 1000. Default 40.",
         &HNSW_EF_SEARCH,
         10,
         1000,

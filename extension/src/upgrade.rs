@@ -42,6 +42,12 @@ const DROP_API: &str = include_str!("../sql/drop_api.sql");
 /// library's version; returns whether it did.
 #[pg_extern(volatile)]
 fn _install_api(version: &str) -> bool {
+    // Outside ALTER EXTENSION the objects it loads would not belong to the
+    // extension (pg_dump would dump them, DROP EXTENSION leave them).
+    // SAFETY: a backend-global flag, read on the backend's own thread.
+    if !unsafe { pg_sys::creating_extension } {
+        error!("engram._install_api runs only inside ALTER EXTENSION engram UPDATE");
+    }
     if version != env!("CARGO_PKG_VERSION") {
         return false;
     }

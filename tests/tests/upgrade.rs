@@ -878,3 +878,27 @@ async fn count_on(c: &Client, sql: &str) -> i64 {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .get(0)
 }
+
+#[tokio::test]
+async fn the_api_loads_only_inside_alter_extension() {
+    // Outside an update the objects it would load would not belong to the
+    // extension; the loaded API stays as it is.
+    let db = TestDb::new(4).await;
+    let (_, msg) = sqlstate(
+        db.admin
+            .query_one(
+                &format!("SELECT engram._install_api('{}')", env!("CARGO_PKG_VERSION")),
+                &[],
+            )
+            .await,
+    );
+    assert!(msg.contains("only inside ALTER EXTENSION"), "{msg}");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM pg_proc WHERE proname = 'search' AND pronamespace = 'engram'::regnamespace"
+        )
+        .await,
+        1
+    );
+}

@@ -4,14 +4,16 @@
 
 -- The build options of the memories' HNSW index, pgvector's defaults
 -- where the index sets none ({"m": 16, "ef_construction": 64}); NULL while
--- the index is missing (a bulk load drops it).
+-- the index is missing (a bulk load drops it) or not valid (a failed
+-- concurrent build), so that configure builds it again.
 CREATE FUNCTION engram._hnsw_build() RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_options text[];
 BEGIN
     SELECT c.reloptions INTO v_options FROM pg_catalog.pg_class c
-    WHERE c.oid = pg_catalog.to_regclass('engram.memories_embedding_hnsw');
+    JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+    WHERE c.oid = pg_catalog.to_regclass('engram.memories_embedding_hnsw') AND i.indisvalid;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -27,8 +29,10 @@ $fn$;
 -- reloptions text, e.g. 'm=24, ef_construction=128'; NULL: pgvector's
 -- defaults). A plain build under an ACCESS EXCLUSIVE lock, as a restore
 -- builds it; docs/OPERATIONS.md shows the concurrent way for a live table.
+-- (In the database's default tablespace, whatever the caller's
+-- default_tablespace says.)
 CREATE FUNCTION engram._build_hnsw(p_options text) RETURNS void
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET default_tablespace = '' AS $fn$
 BEGIN
     DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
     EXECUTE 'CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops)'

@@ -207,9 +207,10 @@ $fn$;
 --     (recall 1; measured, iterative HNSW scans reach only 0.88-0.93
 --     recall@10 at 5% selectivity whatever their ef_search);
 --   * a broad scope walks the HNSW index with a pgvector 0.8 iterative scan,
---     ef_search sized to 1.5 x fetch / selectivity (at least
---     engram.hnsw_ef_search, at most 1000) so that one pass usually finds
---     enough matching rows, over-fetching 2x and re-sorting for recall;
+--     ef_search sized to max(1.5 x fetch, engram.hnsw_ef_search) /
+--     selectivity (at most 1000) so that one pass keeps the recall the
+--     floor gives an unfiltered walk and usually finds enough matching
+--     rows, then re-sorting by exact distance;
 --   * scopes the lists do not cover (archived rows, a space or group), and
 --     those whose other filters (kinds, session, dates, ...) rejected too
 --     many list candidates, take the plan chosen from the planner's
