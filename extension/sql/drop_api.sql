@@ -15,53 +15,48 @@
 -- 4. the owner_isolation policies on its tables.
 DO $drop_api$
 DECLARE
-    v_ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'engram');
+    v_tables oid[];   -- the extension's tables (and standalone composite types' rows)
+    v_procs  oid[];   -- its functions and aggregates
+    v_types  oid[];
+    v_events oid[];   -- its event triggers
     r record;
 BEGIN
-    FOR r IN
-        SELECT e.evtname FROM pg_catalog.pg_event_trigger e
-        JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_event_trigger'::regclass AND d.objid = e.oid
-        WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = v_ext AND d.deptype = 'e'
-    LOOP
+    SELECT coalesce(array_agg(d.objid) FILTER (WHERE d.classid = 'pg_catalog.pg_class'::regclass), '{}'),
+           coalesce(array_agg(d.objid) FILTER (WHERE d.classid = 'pg_catalog.pg_proc'::regclass), '{}'),
+           coalesce(array_agg(d.objid) FILTER (WHERE d.classid = 'pg_catalog.pg_type'::regclass), '{}'),
+           coalesce(array_agg(d.objid) FILTER (WHERE d.classid = 'pg_catalog.pg_event_trigger'::regclass), '{}')
+    INTO v_tables, v_procs, v_types, v_events
+    FROM pg_catalog.pg_depend d
+    WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e'
+      AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'engram');
+    FOR r IN SELECT e.evtname FROM pg_catalog.pg_event_trigger e WHERE e.oid = ANY (v_events) LOOP
         EXECUTE format('DROP EVENT TRIGGER IF EXISTS %I', r.evtname);
     END LOOP;
     FOR r IN
         SELECT t.tgname, t.tgrelid::regclass AS tbl FROM pg_catalog.pg_trigger t
-        JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = t.tgrelid
-        JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
-        WHERE NOT t.tgisinternal AND p.pronamespace = 'engram'::regnamespace
-          AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = v_ext AND d.deptype = 'e'
+        WHERE NOT t.tgisinternal AND t.tgrelid = ANY (v_tables) AND t.tgfoid = ANY (v_procs)
     LOOP
         EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', r.tgname, r.tbl);
     END LOOP;
     FOR r IN
         SELECT p.oid::regprocedure AS f, p.prokind = 'a' AS aggregate FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-        JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
-        WHERE (p.prokind = 'a' OR l.lanname IN ('plpgsql', 'sql'))
-          AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = v_ext AND d.deptype = 'e'
+        WHERE p.oid = ANY (v_procs) AND (p.prokind = 'a' OR l.lanname IN ('plpgsql', 'sql'))
         ORDER BY p.prokind = 'a' DESC
     LOOP
         EXECUTE format(CASE WHEN r.aggregate THEN 'DROP AGGREGATE %s' ELSE 'DROP FUNCTION %s' END, r.f);
     END LOOP;
+    -- (a composite type's membership is recorded on its pg_class row)
     FOR r IN
-        -- (a composite type's membership is recorded on its pg_class row)
         SELECT t.oid::regtype AS typ FROM pg_catalog.pg_type t
         JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
-        WHERE c.relkind = 'c'
-          AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-                      WHERE ((d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid)
-                             OR (d.classid = 'pg_catalog.pg_type'::regclass AND d.objid = t.oid))
-                        AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = v_ext
-                        AND d.deptype = 'e')
+        WHERE c.relkind = 'c' AND (c.oid = ANY (v_tables) OR t.oid = ANY (v_types))
     LOOP
         EXECUTE format('DROP TYPE %s', r.typ);
     END LOOP;
     FOR r IN
         SELECT p.polname, p.polrelid::regclass AS tbl FROM pg_catalog.pg_policy p
-        JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = p.polrelid
-        WHERE p.polname = 'owner_isolation'
-          AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = v_ext AND d.deptype = 'e'
+        WHERE p.polname = 'owner_isolation' AND p.polrelid = ANY (v_tables)
     LOOP
         EXECUTE format('DROP POLICY IF EXISTS %I ON %s', r.polname, r.tbl);
     END LOOP;
