@@ -19,6 +19,7 @@ pub mod quant;
 pub mod scoring;
 pub mod search;
 pub mod tags;
+pub mod time_window;
 pub mod validate;
 
 pub use error::{Error, Sqlstate};
