@@ -407,6 +407,9 @@ async fn calibrate_raw_ef(c: &Client, st: &Statement, queries: &[Vector], truth:
     reached
 }
 
+/// Raw pgvector's unfiltered k-NN.
+const RAW_ALL: &str = "SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10";
+
 /// Raw pgvector's sessions: pgvector's defaults, and custom plans so that
 /// raw filtered queries get the plan pgvector's docs describe (a generic
 /// plan cannot see the filter's value). One session per iterative-scan
@@ -431,10 +434,7 @@ async fn raw_sessions(dsn: &str, queries: &[Vector], truth_all: &[Vec<i64>]) -> 
         c
     };
     let (off, relaxed) = (session("off").await, session("relaxed_order").await);
-    let all = off
-        .prepare("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10")
-        .await
-        .unwrap();
+    let all = off.prepare(RAW_ALL).await.unwrap();
     let ef = calibrate_raw_ef(&off, &all, queries, truth_all).await;
     for c in [&off, &relaxed] {
         c.batch_execute(&format!("SET hnsw.ef_search = {}", ef.0))

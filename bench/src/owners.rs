@@ -9,7 +9,9 @@
 //! beside it.
 
 use crate::stats::{recall, Samples};
-use crate::{connect, engram_ids, hnsw_label, print_search_table, progress, raw_sessions, Args, RawSessions, Row};
+use crate::{
+    connect, engram_ids, hnsw_label, print_search_table, progress, raw_sessions, Args, RawSessions, Row, RAW_ALL,
+};
 use pgvector::Vector;
 use std::time::Instant;
 use tokio_postgres::Client;
@@ -80,10 +82,7 @@ pub async fn run(a: &Args, queries: &[Vector], truth_all: &[Vec<i64>], exact_all
     // which costs far less than the anchor at this size and misses more.
     let default_ef = connect(&a.dsn).await;
     default_ef.batch_execute("SET hnsw.ef_search = 40").await.unwrap();
-    let all_40 = default_ef
-        .prepare("SELECT id FROM bench_raw ORDER BY embedding <=> $1 LIMIT 10")
-        .await
-        .unwrap();
+    let all_40 = default_ef.prepare(RAW_ALL).await.unwrap();
     // engram on its own session with Postgres' defaults, as a client would.
     let e = connect(&a.dsn).await;
     let engram = e

@@ -337,8 +337,7 @@ BEGIN
         RAISE EXCEPTION 'tune_search writes the database''s setting; this transaction is read-only'
             USING ERRCODE = '25006', HINT = 'Run it on the primary, outside a read-only transaction.';
     END IF;
-    IF NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index i
-                     WHERE i.indexrelid = pg_catalog.to_regclass('engram.memories_embedding_hnsw')), false) THEN
+    IF engram._hnsw_build() IS NULL THEN
         RAISE EXCEPTION 'the HNSW index engram.memories_embedding_hnsw is missing or not valid: there is no index to measure'
             USING ERRCODE = '55000',
                   HINT = 'CREATE INDEX memories_embedding_hnsw ON engram.memories USING hnsw (embedding vector_cosine_ops); then run it again.';

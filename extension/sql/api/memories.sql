@@ -130,10 +130,11 @@ BEGIN
         -- The floor tune_search measured was for the old graph.
         RAISE NOTICE 'engram: the HNSW index was rebuilt with m = %, ef_construction = %; run engram.tune_search() to size engram.hnsw_ef_search to it', v_m, v_efc;
     END IF;
+    v_build := engram._hnsw_build();
     RETURN jsonb_build_object(
         'embedding_dims', engram._dims(),
-        'hnsw_m', engram._hnsw_build() -> 'm',
-        'hnsw_ef_construction', engram._hnsw_build() -> 'ef_construction',
+        'hnsw_m', v_build -> 'm',
+        'hnsw_ef_construction', v_build -> 'ef_construction',
         'image_dims', engram._image_dims(),
         'image_max_bytes', engram._setting_image_max_bytes(),
         'conflict_threshold', engram._setting_conflict_threshold(),
