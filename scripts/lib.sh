@@ -29,6 +29,31 @@ die() {
 
 as_postgres() { runuser -u postgres -- "$@"; }
 
+# require_free_space DIR GIB: stops before a build or a test run that would
+# fail half-way on a full disk (a full disk surfaces as a bare "db error" in
+# whichever test writes next).
+require_free_space() {
+  local dir="$1" need="$2" have
+  mkdir -p "$dir"
+  have="$(df --output=avail -B1G "$dir" | tail -1 | tr -d ' ')"
+  [ "$have" -ge "$need" ] ||
+    die "only ${have} GiB free under $dir; the build and the test clusters need about ${need} GiB" \
+      "free space (e.g. rm -rf $CARGO_TARGET_DIR/debug/incremental, or cargo clean with CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+}
+
+# prune_target: every build with other flags or from another clone leaves
+# its own copy of each test binary (300-500 MB apiece) in the persistent
+# target directory; keep the two newest of each and drop the rest, so that
+# the directory CI shares with every session stops growing.
+prune_target() {
+  local deps="$CARGO_TARGET_DIR/debug/deps"
+  [ -d "$deps" ] || return 0
+  find "$deps" -maxdepth 1 -type f -perm -u+x -regextype posix-extended -regex '.*-[0-9a-f]{16}' -printf '%T@ %p\n' |
+    sed 's/^\([^ ]*\) \(.*\)-\([0-9a-f]\{16\}\)$/\2 \1 \2-\3/' | sort -k1,1 -k2,2nr |
+    awk '{ if ($1 == name) { n++ } else { name = $1; n = 1 } if (n > 2) print $3 }' |
+    xargs -r rm -f
+}
+
 # The postgres OS user must be able to reach data directories under the repo,
 # which may sit below a root-only home directory (e.g. /root). Open only the
 # search (x) bit on each ancestor, never read access.

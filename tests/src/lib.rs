@@ -136,7 +136,7 @@ async fn create_from_template(root: &Client, name: &str) {
                 tries += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
-            Err(e) => panic!("create database {name}: {e}"),
+            Err(e) => panic!("create database {name}: {e:?}"),
         }
     }
 }
@@ -173,7 +173,7 @@ pub async fn connect_path(host: &str, port: &str, db: &str, user: &str) -> Clien
     let (client, conn) = config
         .connect(NoTls)
         .await
-        .unwrap_or_else(|e| panic!("connect to {db} as {user} at {host}:{port}: {e}"));
+        .unwrap_or_else(|e| panic!("connect to {db} as {user} at {host}:{port}: {e:?}"));
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -186,14 +186,14 @@ pub async fn empty_database() -> (String, Client) {
     let root = connect("postgres", "postgres").await;
     root.batch_execute(&format!("CREATE DATABASE {name}"))
         .await
-        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+        .unwrap_or_else(|e| panic!("create database {name}: {e:?}"));
     let admin = connect(&name, "postgres").await;
     (name, admin)
 }
 
 /// The first column of every row `sql` returns.
 pub async fn column<T: for<'a> tokio_postgres::types::FromSql<'a>>(client: &Client, sql: &str) -> Vec<T> {
-    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     rows.iter().map(|r| r.get(0)).collect()
 }
 
@@ -203,7 +203,7 @@ where
     A: for<'a> tokio_postgres::types::FromSql<'a>,
     B: for<'a> tokio_postgres::types::FromSql<'a>,
 {
-    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let rows = client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
@@ -364,7 +364,7 @@ pub async fn create(client: &impl Sql, owner: &str, content: &str, emb: &[f32], 
 /// The SQLSTATE of a failed call, panicking if it succeeded.
 pub fn sqlstate<T: std::fmt::Debug>(r: Result<T, tokio_postgres::Error>) -> (String, String) {
     let e = r.expect_err("expected an error");
-    let db = e.as_db_error().unwrap_or_else(|| panic!("not a database error: {e}"));
+    let db = e.as_db_error().unwrap_or_else(|| panic!("not a database error: {e:?}"));
     (db.code().code().to_string(), db.message().to_string())
 }
 
@@ -419,7 +419,7 @@ pub fn sql_block(doc: &str, heading: &str) -> String {
     // The checkout's path at run time (cargo test sets it): a path fixed at
     // compile time names whichever clone built the shared target directory.
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
-    let text = std::fs::read_to_string(format!("{dir}/../{doc}")).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let text = std::fs::read_to_string(format!("{dir}/../{doc}")).unwrap_or_else(|e| panic!("{doc}: {e:?}"));
     let section = text
         .split(heading)
         .nth(1)

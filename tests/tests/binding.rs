@@ -40,7 +40,7 @@ async fn bobs_rows(db: &TestDb) -> String {
 async fn visible(c: &Client, table: &str) -> i64 {
     c.query_one(&format!("SELECT count(*) FROM {table}"), &[])
         .await
-        .unwrap_or_else(|e| panic!("{table}: {e}"))
+        .unwrap_or_else(|e| panic!("{table}: {e:?}"))
         .get(0)
 }
 

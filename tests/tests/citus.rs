@@ -548,7 +548,7 @@ async fn citus_database(tag: &str, workers: &[(String, String)]) -> (String, Cli
     for (host, p) in workers {
         c.execute("SELECT citus_add_node($1, $2)", &[host, &port(p)])
             .await
-            .unwrap_or_else(|e| panic!("citus_add_node {host}:{p}: {e}"));
+            .unwrap_or_else(|e| panic!("citus_add_node {host}:{p}: {e:?}"));
     }
     (name, c)
 }
@@ -627,7 +627,7 @@ async fn populate(c: &Client, owners: &[&str], dims: usize) {
                     &[owner, &format!("fact {i} of {owner}")],
                 )
                 .await
-                .unwrap_or_else(|e| panic!("remember for {owner}: {e}"))
+                .unwrap_or_else(|e| panic!("remember for {owner}: {e:?}"))
                 .get(0);
             ids.push(id);
         }
@@ -658,7 +658,7 @@ async fn citus_alter_extension_update_on_the_coordinator_updates_the_workers() {
     let (name, c) = citus_database("upd", &workers()).await;
     c.batch_execute(&format!("CREATE EXTENSION engram VERSION '{previous}' CASCADE"))
         .await
-        .unwrap_or_else(|e| panic!("install {previous}: {e}"));
+        .unwrap_or_else(|e| panic!("install {previous}: {e:?}"));
     for (host, port) in workers() {
         let w = connect_path(&host, &port, &name, "postgres").await;
         assert_eq!(

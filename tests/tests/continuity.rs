@@ -25,7 +25,7 @@ async fn capture(c: &impl Sql, args: &str) -> (String, Option<Uuid>, Option<Stri
             &[],
         )
         .await
-        .unwrap_or_else(|e| panic!("capture({args}): {e}"));
+        .unwrap_or_else(|e| panic!("capture({args}): {e:?}"));
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
 

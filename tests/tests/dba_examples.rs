@@ -5,7 +5,7 @@ use engram_tests::*;
 
 fn example(name: &str) -> String {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("run under cargo test");
-    std::fs::read_to_string(format!("{dir}/../sql/examples/{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
+    std::fs::read_to_string(format!("{dir}/../sql/examples/{name}")).unwrap_or_else(|e| panic!("{name}: {e:?}"))
 }
 
 fn run(db: &str, name: &str) -> String {

@@ -427,7 +427,7 @@ async fn hardening_a_write_past_a_quota_fails_with_54000_and_changes_nothing() {
     ];
     for (sql, limit) in cases {
         if limit.is_empty() {
-            alice.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            alice.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
             continue;
         }
         let before = snapshot(&db).await;

@@ -13,7 +13,7 @@ async fn run(db: &TestDb, sql: &str) {
     db.admin
         .batch_execute(sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@ async fn hard_memories(c: &Client) {
 async fn tune(c: &Client, args: &str) -> Value {
     c.query_one(&format!("SELECT engram.tune_search({args})"), &[])
         .await
-        .unwrap_or_else(|e| panic!("tune_search({args}): {e}"))
+        .unwrap_or_else(|e| panic!("tune_search({args}): {e:?}"))
         .get(0)
 }
 
@@ -137,7 +137,7 @@ async fn tune_search_measures_the_index_and_sets_the_databases_ef_search() {
 async fn configure(c: &Client, args: &str) -> Value {
     c.query_one(&format!("SELECT engram.configure({args})"), &[])
         .await
-        .unwrap_or_else(|e| panic!("configure({args}): {e}"))
+        .unwrap_or_else(|e| panic!("configure({args}): {e:?}"))
         .get(0)
 }
 

@@ -13,7 +13,7 @@ async fn install(version: &str) -> (String, Client) {
          SELECT engram.configure(embedding_dims => 4);"
     ))
     .await
-    .unwrap_or_else(|e| panic!("install {version}: {e}"));
+    .unwrap_or_else(|e| panic!("install {version}: {e:?}"));
     (name, db)
 }
 
@@ -38,7 +38,7 @@ async fn bound_app(db: &str, token: &str, version: &str) -> Client {
     app.batch_execute("BEGIN").await.unwrap();
     app.query_one("SELECT engram.bind($1)", &[&token])
         .await
-        .unwrap_or_else(|e| panic!("the {version} token does not bind: {e}"));
+        .unwrap_or_else(|e| panic!("the {version} token does not bind: {e:?}"));
     app
 }
 
@@ -875,7 +875,7 @@ async fn upgrade_from_0_11_0_keeps_the_index_and_configure_rebuilds_it() {
 async fn count_on(c: &Client, sql: &str) -> i64 {
     c.query_one(sql, &[])
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
         .get(0)
 }
 
