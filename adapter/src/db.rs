@@ -225,8 +225,13 @@ impl Db {
 
     fn pool(url: &str, max_size: usize, limits: &Limits) -> anyhow::Result<Pool> {
         let mut config: tokio_postgres::Config = url.parse()?;
-        // One slow owner cannot hold a connection forever.
-        config.options(format!("-c statement_timeout={}", limits.statement_timeout.as_millis()));
+        // One slow owner cannot hold a connection forever. Times come back in
+        // UTC whatever the server's zone, and relative times in queries ("yesterday",
+        // engram.time_window) are read in UTC days, as the tools document.
+        config.options(format!(
+            "-c statement_timeout={} -c TimeZone=UTC",
+            limits.statement_timeout.as_millis()
+        ));
         let manager = Manager::from_config(
             config,
             NoTls,

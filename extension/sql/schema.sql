@@ -55,6 +55,16 @@ CREATE TABLE engram.memories (
     -- trust is at least this level. 5 (default): only accessors the owner
     -- trusts fully; 1: anyone the ghost talks to.
     access_level     smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5),
+    -- Time (since 0.13.0, SPEC 13): when what the memory tells happened
+    -- (default: when it was written), and the period its fact held, from
+    -- valid_from (default occurred_at) until valid_to (NULL: still valid;
+    -- a forced correction closes it). invalidated_at is when valid_to was
+    -- last set (the store's own time, for reads as the store stood then).
+    occurred_at      timestamptz NOT NULL DEFAULT now(),
+    valid_from       timestamptz NOT NULL DEFAULT now(),
+    valid_to         timestamptz,
+    invalidated_at   timestamptz,
+    CONSTRAINT memories_valid_period CHECK (valid_to IS NULL OR valid_to >= valid_from),
     -- Every key of an owner's data starts with the owner (since 0.8.0), so
     -- that the tables can be distributed by owner (engram.distribute, Citus).
     CONSTRAINT memories_pkey PRIMARY KEY (owner, id)

@@ -22,6 +22,7 @@ mod privilege;
 mod remote;
 mod scope;
 mod scoring;
+mod time;
 mod upgrade;
 
 ::pgrx::pg_module_magic!(name, version);

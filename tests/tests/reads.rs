@@ -82,7 +82,8 @@ async fn hybrid_search_finds_rare_token_the_embedding_misses() {
             "alice",
             &format!("deployment note {i}: all green"),
             &[1.0, 0.05 * i as f32, 0.0, 0.0],
-            "force => true",
+            // events: notes that differ by a number would otherwise supersede each other
+            "kind => 'episodic'",
         )
         .await;
     }

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.11.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.12.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -901,4 +901,83 @@ async fn the_api_loads_only_inside_alter_extension() {
         .await,
         1
     );
+}
+
+#[tokio::test]
+async fn upgrade_from_0_12_0_gives_memories_their_time() {
+    let (_, old) = install("0.12.0").await;
+    // A fact, a forced correction that supersedes it, and a second pair
+    // whose audit rows retention has trimmed (the flag_reason remains).
+    let remember = |content: &str, embedding: &str, force: bool| {
+        format!(
+            "SELECT id FROM engram.remember(owner => 'alice', content => '{content}', embedding => '{embedding}',
+                 force => {force})"
+        )
+    };
+    let mut ids = Vec::new();
+    for (content, embedding, force) in [
+        ("The launch deadline is May 5", "[1,0,0,0]", false),
+        ("The launch deadline is June 10", "[1,0.01,0,0]", true),
+        ("The office rent is 2000 euros a month", "[0,0,1,0]", false),
+        ("The office rent is 2400 euros a month", "[0,0,1,0.01]", true),
+    ] {
+        let id: Uuid = old
+            .query_one(&remember(content, embedding, force), &[])
+            .await
+            .unwrap()
+            .get(0);
+        ids.push(id);
+    }
+    old.batch_execute(&format!(
+        "DELETE FROM engram.audit_log WHERE memory_id = '{}' AND action = 'flag'",
+        ids[2]
+    ))
+    .await
+    .unwrap();
+    let snapshot = "SELECT string_agg(m.id || m.content || m.status || m.flag_count || m.created_at, ',' ORDER BY m.id)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    // Every memory happened and began to hold when it was written...
+    assert_eq!(
+        count_on(
+            &old,
+            "SELECT count(*) FROM engram.memories WHERE occurred_at = created_at AND valid_from = created_at"
+        )
+        .await,
+        4
+    );
+    // ...and the superseded ones stopped holding when their successors were written.
+    for (gone, successor) in [(ids[0], ids[1]), (ids[2], ids[3])] {
+        let closed: bool = old
+            .query_one(
+                "SELECT o.valid_to BETWEEN n.created_at AND n.created_at + interval '1 minute'
+                        AND o.invalidated_at IS NOT NULL
+                 FROM engram.memories o, engram.memories n WHERE o.id = $1 AND n.id = $2",
+                &[&gone, &successor],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(closed, "{gone} closed by {successor}");
+    }
+    assert_eq!(
+        count_on(&old, "SELECT count(*) FROM engram.memories WHERE valid_to IS NULL").await,
+        2
+    );
+    let now: Vec<String> = column(
+        &old,
+        "SELECT content FROM engram.search(owner => 'alice', query_text => 'launch deadline')",
+    )
+    .await;
+    assert_eq!(now, vec!["The launch deadline is June 10"]);
+    let then: Vec<String> = column(
+        &old,
+        &format!(
+            "SELECT content FROM engram.search(owner => 'alice', query_text => 'launch deadline',
+                 valid_at => (SELECT created_at FROM engram.memories WHERE id = '{}'))",
+            ids[0]
+        ),
+    )
+    .await;
+    assert_eq!(then, vec!["The launch deadline is May 5"]);
 }

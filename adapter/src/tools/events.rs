@@ -44,6 +44,9 @@ pub struct CaptureArgs {
     pub parent_event_id: Option<String>,
     /// 0..1, default 0.5.
     pub importance: Option<f32>,
+    /// When it happened (ISO 8601, e.g. "2025-03-14T09:30:00Z"), for an event of a past conversation
+    /// captured later; default now.
+    pub occurred_at: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -61,8 +64,10 @@ pub struct CaptureResult {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ContextArgs {
-    /// What you are about to work on; the most relevant memories for it are included.
-    pub query_text: Option<String>,
+    /// What you are about to work on; the most relevant memories for it are included. (`query_text`, its name
+    /// before 0.13.0, is still taken.)
+    #[serde(alias = "query_text")]
+    pub query: Option<String>,
     /// This conversation's id; defaults to the X-Session-Id header.
     pub session_id: Option<String>,
     /// The workspace you are resuming; without it, the workspace of the session's latest event.
@@ -112,8 +117,9 @@ pub struct SummarizeResult {
 pub struct SessionsArgs {
     /// Only the sessions of this workspace.
     pub workspace: Option<String>,
-    /// At most this many, latest first (default 20).
-    pub lim: Option<i32>,
+    /// At most this many, latest first (default 20). (`lim`, its name before 0.13.0, is still taken.)
+    #[serde(alias = "lim")]
+    pub limit: Option<i32>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -156,6 +162,7 @@ impl EngramServer {
             let c = caller(&parts)?;
             let session = session(a.session_id, &c)?;
             let parent = a.parent_event_id.as_deref().map(parse_id).transpose()?;
+            let occurred_at = super::memories::moment("occurred_at", a.occurred_at.as_deref())?;
             if let Some(text) = &a.content {
                 check_size("content", text, MAX_CONTENT_BYTES)?;
             }
@@ -169,7 +176,7 @@ impl EngramServer {
                          role => coalesce($5::text, 'owner'), workspace => $6::text, tool_name => $7::text,
                          tool_input => $8::jsonb, tool_output => $9::jsonb, success => $10::boolean, error => $11::text,
                          duration_ms => $12::integer, file_path => $13::text, parent_event_id => $14::uuid,
-                         importance => coalesce($15::real, 0.5))",
+                         importance => coalesce($15::real, 0.5), occurred_at => $16::text::timestamptz)",
                     &[
                         &a.event_type,
                         &a.content,
@@ -186,6 +193,7 @@ impl EngramServer {
                         &a.file_path,
                         &parent,
                         &a.importance,
+                        &occurred_at,
                     ],
                 )
                 .await
@@ -227,7 +235,7 @@ impl EngramServer {
     ) -> Result<Json<ContextResult>, String> {
         self.run("memory_context", async {
             let c = caller(&parts)?;
-            let query = a.query_text.filter(|q| !q.trim().is_empty());
+            let query = a.query.filter(|q| !q.trim().is_empty());
             let embedding = match &query {
                 Some(q) => {
                     check_size("query", q, MAX_QUERY_BYTES)?;
@@ -317,7 +325,7 @@ impl EngramServer {
                    FROM engram.sessions(workspace => $1::text, lim => coalesce($2::integer, 20))";
         self.run(
             "memory_sessions",
-            self.sql(&parts, sql, &[&a.workspace, &a.lim], |rows| {
+            self.sql(&parts, sql, &[&a.workspace, &a.limit], |rows| {
                 Ok(SessionsResult {
                     sessions: rows
                         .iter()

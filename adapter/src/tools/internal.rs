@@ -2,8 +2,8 @@
 //! context (X-Internal-Type headers, SPEC 8.2).
 
 use super::memories::{
-    ListArgs, ListResult, QueryArgs, QueryResult, RememberArgs, RememberResult, SearchArgs, SearchResult, UpdateArgs,
-    UpdateResult,
+    Filters, ListArgs, ListResult, QueryArgs, QueryResult, RememberArgs, RememberResult, SearchArgs, SearchResult,
+    UpdateArgs, UpdateResult,
 };
 use super::*;
 use rmcp::handler::server::common::Extension;
@@ -58,8 +58,12 @@ impl EngramServer {
         self.run("memory_internal_search", async {
             let c = caller(&parts)?;
             let i = internal(&c)?;
-            let results = self.search_in(&c, Some(&i), &a.query, a.limit, a.kinds, a.tags).await?;
-            Ok(SearchResult { results })
+            let (query, limit) = (a.query.clone(), a.limit);
+            let found = self.search_in(&c, Some(&i), &query, limit, a.into()).await?;
+            Ok(SearchResult {
+                results: found.hits,
+                time_window: found.time_window,
+            })
         })
         .await
     }
@@ -77,8 +81,9 @@ impl EngramServer {
             let c = caller(&parts)?;
             let i = internal(&c)?;
             let results = self
-                .search_in(&c, Some(&i), &a.query, Some(a.limit.unwrap_or(5)), None, None)
-                .await?;
+                .search_in(&c, Some(&i), &a.query, Some(a.limit.unwrap_or(5)), Filters::default())
+                .await?
+                .hits;
             let context = prompt_context(&results, a.max_chars.unwrap_or(2000));
             Ok(QueryResult { results, context })
         })

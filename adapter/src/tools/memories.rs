@@ -29,6 +29,13 @@ pub struct RememberArgs {
     /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
     /// fully; the default).
     pub access_level: Option<i32>,
+    /// When what it tells happened (ISO 8601, e.g. "2025-03-14" or "2025-03-14T09:30:00Z"); default now. Give
+    /// it when remembering a past conversation or event.
+    pub occurred_at: Option<String>,
+    /// Since when the fact holds (ISO 8601); default occurred_at.
+    pub valid_from: Option<String>,
+    /// Until when the fact held (ISO 8601), when it no longer holds; leave it out while it still does.
+    pub valid_to: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -41,6 +48,37 @@ pub struct SearchArgs {
     pub kinds: Option<Vec<String>>,
     /// Only memories carrying every one of these tags.
     pub tags: Option<Vec<String>>,
+    /// Answer for a past moment (ISO 8601): the memories valid then, including facts since superseded. Default:
+    /// what is valid now.
+    pub valid_at: Option<String>,
+    /// Answer as the store stood at this moment (ISO 8601): memories written later are absent, updated ones show
+    /// the content they had then.
+    pub known_at: Option<String>,
+    /// The moment relative times in the query ("last week", "yesterday") are read from (ISO 8601); default now.
+    pub reference_time: Option<String>,
+}
+
+/// What a search keeps and when it answers for (memory_search's kinds,
+/// tags, valid_at, known_at and reference_time, as given).
+#[derive(Default)]
+pub(super) struct Filters {
+    pub kinds: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+    pub valid_at: Option<String>,
+    pub known_at: Option<String>,
+    pub reference_time: Option<String>,
+}
+
+impl From<SearchArgs> for Filters {
+    fn from(a: SearchArgs) -> Filters {
+        Filters {
+            kinds: a.kinds,
+            tags: a.tags,
+            valid_at: a.valid_at,
+            known_at: a.known_at,
+            reference_time: a.reference_time,
+        }
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -73,6 +111,9 @@ pub struct UpdateArgs {
     pub reason: Option<String>,
     /// New access level (1-5) for your ghost's conversations.
     pub access_level: Option<i32>,
+    /// When the fact stopped holding (ISO 8601): it is no longer returned by default, and still found with
+    /// valid_at before that moment.
+    pub valid_to: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -109,6 +150,8 @@ pub struct ListArgs {
     pub limit: Option<i32>,
     /// next_cursor of the previous page.
     pub cursor: Option<String>,
+    /// List what was valid at this moment (ISO 8601) instead of now, including facts since superseded.
+    pub valid_at: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -152,11 +195,32 @@ pub struct Hit {
     pub tags: Vec<String>,
     pub score: f32,
     pub similarity: Option<f32>,
+    /// When what it tells happened.
+    pub occurred_at: Option<String>,
+    /// The period its fact holds: from valid_from until valid_to (null while it still holds).
+    pub valid_from: Option<String>,
+    pub valid_to: Option<String>,
+}
+
+/// The time a query names, as a half-open period [start, end); an open side is null.
+#[derive(Serialize, JsonSchema, Debug, PartialEq)]
+pub struct TimeWindow {
+    pub start: Option<String>,
+    pub end: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
 pub struct SearchResult {
     pub results: Vec<Hit>,
+    /// The time the query names ("last week", "in May 2023"), read against reference_time: memories that
+    /// happened in it rank higher. Null when the query names no time.
+    pub time_window: Option<TimeWindow>,
+}
+
+/// What a search found, and the time window it read from the query.
+pub(super) struct Found {
+    pub hits: Vec<Hit>,
+    pub time_window: Option<TimeWindow>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -183,6 +247,11 @@ pub struct Memory {
     pub access_count: i64,
     pub created_at: String,
     pub updated_at: String,
+    /// When what it tells happened.
+    pub occurred_at: String,
+    /// The period its fact holds: from valid_from until valid_to (null while it still holds).
+    pub valid_from: String,
+    pub valid_to: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -218,6 +287,9 @@ pub struct Listed {
     pub importance: f32,
     pub trust_score: f32,
     pub created_at: String,
+    pub occurred_at: String,
+    pub valid_from: String,
+    pub valid_to: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -241,6 +313,31 @@ pub(super) fn check_query(query: &str) -> Result<(), String> {
         );
     }
     check_size("query", query, MAX_QUERY_BYTES)
+}
+
+/// A moment a caller gives (occurred_at, valid_at, ...): ISO 8601, a date
+/// ("2025-03-14", midnight UTC) or a date and time with an offset or Z
+/// ("2025-03-14T09:30:00Z"; a time without an offset is UTC), as RFC 3339
+/// for the database.
+pub(super) fn moment(name: &str, value: Option<&str>) -> Result<Option<String>, String> {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime};
+    let Some(v) = value.map(str::trim) else { return Ok(None) };
+    let parsed = DateTime::parse_from_rfc3339(v)
+        .map(|t| t.to_utc())
+        .or_else(|_| NaiveDateTime::parse_from_str(v, "%Y-%m-%dT%H:%M:%S%.f").map(|t| t.and_utc()))
+        .or_else(|_| NaiveDateTime::parse_from_str(v, "%Y-%m-%d %H:%M:%S%.f").map(|t| t.and_utc()))
+        .or_else(|_| NaiveDateTime::parse_from_str(v, "%Y-%m-%dT%H:%M").map(|t| t.and_utc()))
+        .or_else(|_| {
+            NaiveDate::parse_from_str(v, "%Y-%m-%d").map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc())
+        });
+    match parsed {
+        Ok(t) => Ok(Some(t.to_rfc3339())),
+        Err(_) => Err(format!(
+            "{name} '{}' is not a moment; pass an ISO 8601 date or time such as \"2025-03-14\" or \
+             \"2025-03-14T09:30:00Z\", or leave it out",
+            clip(v)
+        )),
+    }
 }
 
 /// metadata, when given, is a JSON object (the database says so too, in SQL's words).
@@ -351,6 +448,9 @@ impl EngramServer {
         check_size("content", &a.content, MAX_CONTENT_BYTES)?;
         check_metadata(a.metadata.as_ref())?;
         check_ttl(a.ttl_days)?;
+        let occurred_at = moment("occurred_at", a.occurred_at.as_deref())?;
+        let valid_from = moment("valid_from", a.valid_from.as_deref())?;
+        let valid_to = moment("valid_to", a.valid_to.as_deref())?;
         let embedding = self.embed(c, &a.content).await?;
         let tags = stamped(a.tags, i).unwrap_or_default();
         let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
@@ -364,7 +464,8 @@ impl EngramServer {
                 "SELECT status, id::text, conflicts FROM engram.remember(content => $1, embedding => $2, kind => $3,
                      tags => $4, metadata => $5, ttl => $6::float8 * interval '1 day', importance => $7,
                      internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11,
-                     access_level => coalesce($12, 5))",
+                     access_level => coalesce($12, 5), occurred_at => $13::text::timestamptz,
+                     valid_from => $14::text::timestamptz, valid_to => $15::text::timestamptz)",
                 &[
                     &a.content,
                     &embedding,
@@ -378,6 +479,9 @@ impl EngramServer {
                     &a.force.unwrap_or(false),
                     &self.shared.conflict_threshold,
                     &a.access_level,
+                    &occurred_at,
+                    &valid_from,
+                    &valid_to,
                 ],
             )
             .await
@@ -396,40 +500,89 @@ impl EngramServer {
         i: Option<&Internal>,
         query: &str,
         limit: Option<i32>,
-        kinds: Option<Vec<String>>,
-        tags: Option<Vec<String>>,
-    ) -> Result<Vec<Hit>, String> {
+        f: Filters,
+    ) -> Result<Found, String> {
         check_query(query)?;
+        let valid_at = moment("valid_at", f.valid_at.as_deref())?;
+        let known_at = moment("known_at", f.known_at.as_deref())?;
+        let reference_time = moment("reference_time", f.reference_time.as_deref())?;
+        let (kinds, tags) = (f.kinds, f.tags);
         let embedding = self.embed(c, query).await?;
-        let rows = match (i, ghost(c)) {
-            // Core reads in a ghost conversation: what the ghost may show.
-            (None, Some((ghost_type, ghost_id))) => self
-                .shared
-                .db
-                .call(
-                    c,
-                    "SELECT id::text, content, kind, tags, score, similarity FROM engram.ghost_search(
-                         ghost_type => $1, ghost_id => $2, query_embedding => $3, query_text => $4, k => $5,
-                         kinds => $6, tags_all => $7)",
-                    &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
-                )
-                .await,
-            _ => {
-                let internal_type = i.map(|i| i.internal_type.clone());
-                let scope = i.map(|i| i.scope.clone());
-                self.shared
+        // The window is read once more by the database, with the session's time zone; the
+        // answer carries the one the search used.
+        const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, occurred_at::text, valid_from::text,
+                               valid_to::text";
+        let (rows, window) = match (i, ghost(c)) {
+            // Core reads in a ghost conversation: what the ghost may show, as it is now.
+            (None, Some((ghost_type, ghost_id))) => {
+                if valid_at.is_some() || known_at.is_some() {
+                    return Err("A ghost shows what holds now; leave valid_at and known_at out.".into());
+                }
+                let rows = self
+                    .shared
                     .db
                     .call(
                         c,
-                        "SELECT id::text, content, kind, tags, score, similarity FROM engram.search(query_embedding => $1,
-                             query_text => $2, k => $3, kinds => $4, tags_all => $5, internal_type => $6, scope_tags => $7)",
-                        &[&embedding, &query, &limit, &kinds, &tags, &internal_type, &scope],
+                        &format!(
+                            "SELECT {COLUMNS}, NULL::text, NULL::text, false
+                             FROM engram.ghost_search(ghost_type => $1, ghost_id => $2, query_embedding => $3,
+                                 query_text => $4, k => $5, kinds => $6, tags_all => $7)"
+                        ),
+                        &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
                     )
-                    .await
+                    .await;
+                (rows, self.time_window(c, query, None, None).await?)
             }
-        }
-        .map_err(|e| db_error(e, None))?;
-        rows.iter()
+            _ => {
+                let internal_type = i.map(|i| i.internal_type.clone());
+                let scope = i.map(|i| i.scope.clone());
+                let rows = self
+                    .shared
+                    .db
+                    .call(
+                        c,
+                        &format!(
+                            "SELECT {COLUMNS}, lower(time_window)::text, upper(time_window)::text, time_window IS NOT NULL
+                             FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
+                                 tags_all => $5, internal_type => $6, scope_tags => $7,
+                                 valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
+                                 reference_time => $10::text::timestamptz)"
+                        ),
+                        &[
+                            &embedding,
+                            &query,
+                            &limit,
+                            &kinds,
+                            &tags,
+                            &internal_type,
+                            &scope,
+                            &valid_at,
+                            &known_at,
+                            &reference_time,
+                        ],
+                    )
+                    .await;
+                // A search that found nothing still says which window it read.
+                let window = if rows.as_ref().is_ok_and(|r| r.is_empty()) {
+                    self.time_window(c, query, reference_time.as_deref(), known_at.as_deref())
+                        .await?
+                } else {
+                    None
+                };
+                (rows, window)
+            }
+        };
+        let rows = rows.map_err(|e| db_error(e, None))?;
+        let time_window = match rows.first() {
+            Some(r) if r.col::<bool>(11)? => Some(TimeWindow {
+                start: r.col(9)?,
+                end: r.col(10)?,
+            }),
+            Some(_) => window,
+            None => window,
+        };
+        let hits = rows
+            .iter()
             .map(|r| {
                 Ok(Hit {
                     id: r.col(0)?,
@@ -438,15 +591,51 @@ impl EngramServer {
                     tags: r.col(3)?,
                     score: r.col(4)?,
                     similarity: r.col(5)?,
+                    occurred_at: r.col(6)?,
+                    valid_from: r.col(7)?,
+                    valid_to: r.col(8)?,
                 })
             })
-            .collect::<Result<_, String>>()
+            .collect::<Result<_, String>>()?;
+        Ok(Found { hits, time_window })
+    }
+
+    /// The window engram.search reads from `query` (its reference: reference_time, else known_at
+    /// when past, else now), for the answers that do not carry it: none found, a ghost's.
+    async fn time_window(
+        &self,
+        c: &Caller,
+        query: &str,
+        reference_time: Option<&str>,
+        known_at: Option<&str>,
+    ) -> Result<Option<TimeWindow>, String> {
+        let rows = self
+            .shared
+            .db
+            .call(
+                c,
+                "SELECT lower(w)::text, upper(w)::text FROM engram.time_window($1,
+                     coalesce($2::text::timestamptz, least($3::text::timestamptz, now()), now())) w
+                 WHERE w IS NOT NULL",
+                &[&query, &reference_time, &known_at],
+            )
+            .await
+            .map_err(|e| db_error(e, None))?;
+        rows.first()
+            .map(|r| {
+                Ok(TimeWindow {
+                    start: r.col(0)?,
+                    end: r.col(1)?,
+                })
+            })
+            .transpose()
     }
 
     pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
         let uuid = parse_id(id)?;
         const COLUMNS: &str = "id::text, content, kind, source, tags, metadata, status, importance, trust_score,
-                               staleness_score, revision_count, access_count, created_at::text, updated_at::text";
+                               staleness_score, revision_count, access_count, created_at::text, updated_at::text,
+                               occurred_at::text, valid_from::text, valid_to::text";
         let rows = match ghost(c) {
             Some((ghost_type, ghost_id)) => {
                 self.shared
@@ -487,6 +676,9 @@ impl EngramServer {
             access_count: r.col(11)?,
             created_at: r.col(12)?,
             updated_at: r.col(13)?,
+            occurred_at: r.col(14)?,
+            valid_from: r.col(15)?,
+            valid_to: r.col(16)?,
         })
     }
 
@@ -499,6 +691,7 @@ impl EngramServer {
         let uuid = parse_id(&a.id)?;
         check_metadata(a.metadata.as_ref())?;
         check_opt("reason", a.reason.as_deref(), MAX_REASON_CHARS)?;
+        let valid_to = moment("valid_to", a.valid_to.as_deref())?;
         let embedding = match &a.content {
             Some(text) => {
                 check_size("content", text, MAX_CONTENT_BYTES)?;
@@ -515,7 +708,8 @@ impl EngramServer {
             .call(
                 c,
                 "SELECT engram.update(id => $1, content => $2, embedding => $3, tags => $4, metadata => $5,
-                     reason => $6, internal_type => $7, scope_tags => $8, access_level => $9)",
+                     reason => $6, internal_type => $7, scope_tags => $8, access_level => $9,
+                     valid_to => $10::text::timestamptz)",
                 &[
                     &uuid,
                     &a.content,
@@ -526,6 +720,7 @@ impl EngramServer {
                     &internal_type,
                     &scope,
                     &a.access_level,
+                    &valid_to,
                 ],
             )
             .await
@@ -538,12 +733,17 @@ impl EngramServer {
 
     pub(super) async fn list_in(&self, c: &Caller, i: Option<&Internal>, a: ListArgs) -> Result<ListResult, String> {
         const COLUMNS: &str =
-            "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor";
+            "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor,
+             occurred_at::text, valid_from::text, valid_to::text";
         check_cursor(a.cursor.as_deref(), a.order_by.as_deref())?;
+        let valid_at = moment("valid_at", a.valid_at.as_deref())?;
         let rows = match (i, ghost(c)) {
             (None, Some((ghost_type, ghost_id))) => {
                 if a.status.as_deref().is_some_and(|s| s != "active") {
                     return Err("A ghost shows only active memories; leave status out.".into());
+                }
+                if valid_at.is_some() {
+                    return Err("A ghost shows what holds now; leave valid_at out.".into());
                 }
                 self.shared
                     .db
@@ -576,7 +776,7 @@ impl EngramServer {
                         &format!(
                             "SELECT {COLUMNS} FROM engram.list(kinds => $1, tags_all => $2, internal_type => $3,
                                  scope_tags => $4, status => $5, order_by => $6, descending => $7,
-                                 \"limit\" => $8, after => $9)"
+                                 \"limit\" => $8, after => $9, valid_at => $10::text::timestamptz)"
                         ),
                         &[
                             &a.kinds,
@@ -588,6 +788,7 @@ impl EngramServer {
                             &a.descending,
                             &a.limit,
                             &a.cursor,
+                            &valid_at,
                         ],
                     )
                     .await
@@ -611,6 +812,9 @@ impl EngramServer {
                         importance: r.col(5)?,
                         trust_score: r.col(6)?,
                         created_at: r.col(7)?,
+                        occurred_at: r.col(9)?,
+                        valid_from: r.col(10)?,
+                        valid_to: r.col(11)?,
                     })
                 })
                 .collect::<Result<_, String>>()?,
@@ -653,10 +857,12 @@ impl EngramServer {
         Parameters(a): Parameters<SearchArgs>,
     ) -> Result<Json<SearchResult>, String> {
         self.run("memory_search", async {
-            let results = self
-                .search_in(&caller(&parts)?, None, &a.query, a.limit, a.kinds, a.tags)
-                .await?;
-            Ok(SearchResult { results })
+            let (query, limit) = (a.query.clone(), a.limit);
+            let found = self.search_in(&caller(&parts)?, None, &query, limit, a.into()).await?;
+            Ok(SearchResult {
+                results: found.hits,
+                time_window: found.time_window,
+            })
         })
         .await
     }
@@ -870,6 +1076,21 @@ mod tests {
         );
         assert_eq!(v[1]["content"], "short");
         assert_eq!(shorten_conflicts(Value::Null), Value::Null);
+    }
+
+    #[test]
+    fn moments_are_iso_8601() {
+        let ok = |v: &str| moment("valid_at", Some(v)).unwrap().unwrap();
+        assert_eq!(ok("2025-03-14"), "2025-03-14T00:00:00+00:00");
+        assert_eq!(ok(" 2025-03-14T09:30:00Z "), "2025-03-14T09:30:00+00:00");
+        assert_eq!(ok("2025-03-14T09:30:00+02:00"), "2025-03-14T07:30:00+00:00");
+        assert_eq!(ok("2025-03-14 09:30:00"), "2025-03-14T09:30:00+00:00");
+        assert_eq!(ok("2025-03-14T09:30"), "2025-03-14T09:30:00+00:00");
+        assert_eq!(moment("valid_at", None).unwrap(), None);
+        for bad in ["next tuesday", "2025-02-30", "14/03/2025", "", "infinity"] {
+            let e = moment("known_at", Some(bad)).unwrap_err();
+            assert!(e.starts_with("known_at '") && e.contains("ISO 8601"), "{bad}: {e}");
+        }
     }
 
     #[test]

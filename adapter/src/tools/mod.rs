@@ -505,6 +505,72 @@ fn listed(tool: &str, has_internal: bool) -> bool {
     }
 }
 
+/// Arguments tools took before 0.13.0 under another name, and still take:
+/// (tool, old name, the name every tool now uses for it).
+const RENAMED_ARGUMENTS: [(&str, &str, &str); 2] = [
+    ("memory_context", "query_text", "query"),
+    ("memory_sessions", "lim", "limit"),
+];
+
+/// The refusal of a call to `tool` (input schema `schema`) with arguments it
+/// does not take, naming them and the ones it takes; None when it takes
+/// them all. serde would drop an unknown argument silently, and a caller
+/// who misspelt one (memory_context {"query_text"} before 0.13.0 was
+/// {"query"}: no memories came back) would never learn why.
+fn unknown_arguments(
+    tool: &str,
+    schema: &serde_json::Map<String, Value>,
+    args: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let known: Vec<&str> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let renamed = |a: &str| RENAMED_ARGUMENTS.iter().any(|(t, old, _)| *t == tool && *old == a);
+    let mut unknown: Vec<&str> = args?
+        .keys()
+        .map(String::as_str)
+        .filter(|a| !known.contains(a) && !renamed(a))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    unknown.sort_unstable();
+    let mut takes = known.clone();
+    takes.sort_unstable();
+    // a near name: one is the other with a suffix (query / query_text) or a plural
+    let near = |a: &str| {
+        known.iter().copied().find(|k| {
+            a.starts_with(&format!("{k}_"))
+                || k.starts_with(&format!("{a}_"))
+                || a.trim_end_matches('s') == k.trim_end_matches('s')
+        })
+    };
+    let named: Vec<String> = unknown
+        .iter()
+        .map(|a| match near(a) {
+            Some(k) => format!("'{}' (did you mean '{k}'?)", clip(a)),
+            None => format!("'{}'", clip(a)),
+        })
+        .collect();
+    Some(format!(
+        "{tool} does not take {} {}; nothing was done. It takes: {}. Call it again with those names only \
+         (tools/list describes each).",
+        if unknown.len() == 1 {
+            "the argument"
+        } else {
+            "the arguments"
+        },
+        named.join(", "),
+        if takes.is_empty() {
+            "no arguments".to_string()
+        } else {
+            takes.join(", ")
+        }
+    ))
+}
+
 const INSTRUCTIONS: &str = "engram: long-term memory. Search before you answer from memory; remember durable facts, \
                             events and procedures; update or flag memories that turn out wrong. Resources are \
                             curated by people: read them, never change them. Errors say how to recover.";
@@ -543,6 +609,14 @@ impl ServerHandler for EngramServer {
             self.shared.background.note(c);
         }
         let name = request.name.to_string();
+        if let Some(refusal) = self
+            .tool_router
+            .get(&name)
+            .and_then(|tool| unknown_arguments(&name, &tool.input_schema, request.arguments.as_ref()))
+        {
+            tracing::info!(tool = %name, "refused: unknown arguments");
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]).into());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         match std::panic::AssertUnwindSafe(self.tool_router.call(tcc))
             .catch_unwind()
@@ -616,6 +690,9 @@ mod tests {
             tags: vec![],
             score: 1.0,
             similarity: None,
+            occurred_at: None,
+            valid_from: None,
+            valid_to: None,
         }
     }
 
@@ -799,5 +876,76 @@ mod tests {
             "Memory abc not found. Use memory_search or memory_list to find it."
         );
         assert!(parse_id("nope").unwrap_err().contains("memory_search"));
+    }
+
+    fn schema(names: &[&str]) -> serde_json::Map<String, Value> {
+        let props: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), serde_json::json!({"type": "string"})))
+            .collect();
+        serde_json::json!({"type": "object", "properties": props})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    fn args(v: Value) -> serde_json::Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn unknown_arguments_are_refused_naming_what_the_tool_takes() {
+        let search = schema(&["query", "limit", "kinds"]);
+        assert_eq!(
+            unknown_arguments(
+                "memory_search",
+                &search,
+                Some(&args(serde_json::json!({"query": "x", "limit": 2})))
+            ),
+            None
+        );
+        assert_eq!(unknown_arguments("memory_search", &search, None), None);
+        let refusal = unknown_arguments(
+            "memory_search",
+            &search,
+            Some(&args(serde_json::json!({"query_text": "x"}))),
+        )
+        .unwrap();
+        assert_eq!(
+            refusal,
+            "memory_search does not take the argument 'query_text' (did you mean 'query'?); nothing was done. \
+             It takes: kinds, limit, query. Call it again with those names only (tools/list describes each)."
+        );
+        let two = unknown_arguments(
+            "memory_search",
+            &search,
+            Some(&args(
+                serde_json::json!({"query": "x", "verbose": true, "kind": "semantic"}),
+            )),
+        )
+        .unwrap();
+        assert!(
+            two.contains("the arguments 'kind' (did you mean 'kinds'?), 'verbose';"),
+            "{two}"
+        );
+        // the names tools took before 0.13.0 still pass
+        let context = schema(&["query", "session_id"]);
+        assert_eq!(
+            unknown_arguments(
+                "memory_context",
+                &context,
+                Some(&args(serde_json::json!({"query_text": "x"})))
+            ),
+            None
+        );
+        // ...for their own tool only
+        assert!(unknown_arguments("memory_search", &search, Some(&args(serde_json::json!({"lim": 3})))).is_some());
+        let none = unknown_arguments(
+            "memory_sessions",
+            &schema(&[]),
+            Some(&args(serde_json::json!({"x": 1}))),
+        )
+        .unwrap();
+        assert!(none.contains("It takes: no arguments."), "{none}");
     }
 }

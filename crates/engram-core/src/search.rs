@@ -84,9 +84,35 @@ pub fn text_relevance(ts_rank: f64) -> f64 {
     0.5 + 0.5 * ts_rank.min(1.0)
 }
 
+/// How much more a memory counts when it happened in the time the query
+/// names ("last week", "in May 2023"; [`crate::time_window`]): its relevance
+/// times this. A boost, not a filter: an in-window memory passes an
+/// out-of-window one up to half again as relevant, and never one that is
+/// clearly the better match. Not fitted to any data set.
+pub const WINDOW_BOOST: f64 = 1.5;
+
+/// `relevance` with the window boost when the memory is in the window.
+pub fn window_boosted(relevance: f64, in_window: bool) -> f64 {
+    if in_window {
+        relevance * WINDOW_BOOST
+    } else {
+        relevance
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_boost_lifts_near_matches_only() {
+        assert_eq!(window_boosted(0.4, false), 0.4);
+        // an in-window memory passes a slightly better match outside it...
+        assert!(window_boosted(0.4, true) > 0.5);
+        // ...but not one twice as relevant
+        assert!(window_boosted(0.4, true) < 0.8);
+        assert_eq!(window_boosted(0.0, true), 0.0);
+    }
 
     #[test]
     fn k_is_clamped() {

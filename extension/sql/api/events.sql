@@ -42,7 +42,8 @@ CREATE FUNCTION engram.capture(
     parent_event_id uuid DEFAULT NULL,
     importance real DEFAULT 0.5,
     embedding vector DEFAULT NULL,
-    error text DEFAULT NULL)
+    error text DEFAULT NULL,
+    occurred_at timestamptz DEFAULT NULL)
 RETURNS TABLE (status text, id uuid, reason text, summary_due boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -74,6 +75,7 @@ BEGIN
     PERFORM engram._check_doc('tool_output', capture.tool_output);
     PERFORM engram._check_text('error', capture.error, 8192);
     PERFORM engram._check_text('file_path', capture.file_path, 4096);
+    PERFORM engram._check_moment('occurred_at', capture.occurred_at);
     IF capture.duration_ms IS NOT NULL AND capture.duration_ms < 0 THEN
         RAISE EXCEPTION 'duration_ms % is negative; pass the call''s duration in milliseconds', capture.duration_ms
             USING ERRCODE = '22023';
@@ -105,10 +107,12 @@ BEGIN
     -- events): the dedup key is the new row's own id.
     INSERT INTO engram.memories AS m
         (id, owner, kind, content, content_sha256, dedup_key, embedding, author_type, importance,
-         trust_score, session_id)
+         trust_score, session_id, occurred_at, valid_from)
     VALUES
         (v_id, v_owner, 'episodic', v_content, sha256(convert_to(v_content, 'UTF8'::name)), sha256(uuid_send(v_id)),
-         capture.embedding, 'agent', v_importance, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0), capture.session_id);
+         capture.embedding, 'agent', v_importance, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0), capture.session_id,
+         -- an event of a past conversation keeps its own time
+         coalesce(capture.occurred_at, now()), coalesce(capture.occurred_at, now()));
     INSERT INTO engram.events AS e
         (memory_id, owner, event_type, mode, session_id, workspace_id, tool_name, tool_input, tool_output,
          success, error, duration_ms, file_path, parent_event_id)

@@ -240,6 +240,13 @@ BEGIN
     PERFORM engram._check_memory(r.content, r.kind, r.tags, jsonb_typeof(r.metadata),
         octet_length(r.metadata::text), r.importance, r.author_type, r.internal_type);
     PERFORM engram._check_doc('metadata', r.metadata);
+    -- An export older than 0.13.0 has no time columns: a memory happened
+    -- and began to hold when it was written.
+    r.occurred_at := coalesce(r.occurred_at, r.created_at, now());
+    r.valid_from := coalesce(r.valid_from, r.occurred_at);
+    PERFORM engram._check_moment('occurred_at', r.occurred_at);
+    PERFORM engram._check_period(r.valid_from, r.valid_to);
+    r.invalidated_at := CASE WHEN r.valid_to IS NOT NULL THEN coalesce(r.invalidated_at, r.updated_at, now()) END;
     v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
     PERFORM engram._check_vector(v_vec, 'embedding');
     PERFORM engram._lock_owner(v_owner);
@@ -259,7 +266,7 @@ BEGIN
         (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
          author_type, importance, status, archive_reason, archive_note, merged_into, flagged_at, flag_count,
          flag_reason, correction_count, revision, trust_score, staleness_score, session_id, created_at,
-         updated_at, expires_at, archived_at, access_level)
+         updated_at, expires_at, archived_at, access_level, occurred_at, valid_from, valid_to, invalidated_at)
     VALUES
         (r.id, v_owner, r.kind, r.source, r.internal_type, r.content,
          sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, r.tags,
@@ -268,7 +275,8 @@ BEGIN
          coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
          coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
          coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
-         coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5));
+         coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5),
+         r.occurred_at, r.valid_from, r.valid_to, r.invalidated_at);
     INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
                                   reason, is_correction, changed_by)
     SELECT r.id, v.revision, v_owner, v.content, coalesce(v.tags, '{}'), coalesce(v.metadata, '{}'),

@@ -187,6 +187,50 @@ BEGIN
 END
 $fn$;
 
+-- A moment a caller names (occurred_at, valid_from, valid_to, valid_at,
+-- known_at, reference_time): a finite timestamp (NULL: the default).
+CREATE FUNCTION engram._check_moment(p_name text, p_at timestamptz) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_at IS NOT NULL AND NOT isfinite(p_at) THEN
+        RAISE EXCEPTION '% % is not a moment; pass a finite timestamp such as ''2026-05-01'' or ''2026-05-01T09:30:00Z'' (NULL for the default)', p_name, p_at
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- A validity period: valid_to (NULL: open) not before valid_from.
+CREATE FUNCTION engram._check_period(p_valid_from timestamptz, p_valid_to timestamptz) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    PERFORM engram._check_moment('valid_from', p_valid_from);
+    PERFORM engram._check_moment('valid_to', p_valid_to);
+    IF p_valid_to < p_valid_from THEN
+        RAISE EXCEPTION 'valid_to % is before valid_from %; a fact stops being true after it starts (pass valid_to NULL while it still holds)', p_valid_to, p_valid_from
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
+-- Closes the validity of the owner's memories p_ids at p_at (a newer fact
+-- superseded them, or a caller said when they stopped holding): valid_to
+-- becomes p_at (never before a memory's own valid_from), one 'invalidate'
+-- audit row each. A memory already closed at or before p_at keeps its end.
+CREATE FUNCTION engram._close_validity(p_owner text, p_ids uuid[], p_at timestamptz, p_details jsonb) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
+        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND (m.valid_to IS NULL OR m.valid_to > p_at)
+        RETURNING m.id, m.valid_to
+    LOOP
+        PERFORM engram._audit(p_owner, 'invalidate', f.id, jsonb_build_object('valid_to', f.valid_to) || p_details);
+    END LOOP;
+END
+$fn$;
+
 CREATE FUNCTION engram.remember(
     owner text DEFAULT NULL,
     content text DEFAULT NULL,
@@ -201,7 +245,10 @@ CREATE FUNCTION engram.remember(
     session_id text DEFAULT NULL,
     force boolean DEFAULT false,
     conflict_threshold real DEFAULT NULL,
-    access_level integer DEFAULT 5)
+    access_level integer DEFAULT 5,
+    occurred_at timestamptz DEFAULT NULL,
+    valid_from timestamptz DEFAULT NULL,
+    valid_to timestamptz DEFAULT NULL)
 RETURNS TABLE (status text, id uuid, conflicts jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -217,7 +264,11 @@ DECLARE
     v_stale     boolean;
     v_conflicts jsonb;
     v_superseded uuid[];
+    v_occurred  timestamptz := coalesce(remember.occurred_at, now());
+    v_valid     timestamptz := coalesce(remember.valid_from, remember.occurred_at, now());
 BEGIN
+    PERFORM engram._check_moment('occurred_at', remember.occurred_at);
+    PERFORM engram._check_period(v_valid, remember.valid_to);
     PERFORM engram._check_memory(remember.content, v_kind, v_tags, jsonb_typeof(v_metadata),
         octet_length(v_metadata::text), remember.importance, remember.author_type, remember.internal_type);
     PERFORM engram._check_doc('metadata', v_metadata);
@@ -258,7 +309,9 @@ BEGIN
     -- Episodic memories are events: two similar events never contradict.
     -- Each of the five nearest memories is a conflict when engram-core's
     -- conflict rules give a reason (similar, correction, changed_value,
-    -- negation); the reasons are returned with it.
+    -- negation); the reasons are returned with it. The memories compared
+    -- are those valid when the new one starts to hold (now, by default): a
+    -- fact about 2020 is checked against what held in 2020.
     IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
         SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', left(c.content, 2000),
                                             'similarity', round(c.sim::numeric, 4), 'reasons', to_jsonb(c.reasons))
@@ -270,7 +323,7 @@ BEGIN
                    engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
             FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
                   FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
-                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_valid)::engram.read_scope,
                                    remember.embedding, 5) n) near,
                  unnest(near.ids, near.dists) AS k(id, distance),
                  engram._rows(v_owner, near.ids) m
@@ -286,7 +339,9 @@ BEGIN
                 (SELECT jsonb_agg(c -> 'id') FROM jsonb_array_elements(v_conflicts) c));
             -- Stored anyway over a correction, a changed value or a
             -- negation, the new memory supersedes those: they are flagged
-            -- below, so the newer fact ranks above the stale one.
+            -- below, so the newer fact ranks above the stale one, and stop
+            -- being valid when it starts (default reads no longer return
+            -- them; valid_at and known_at still do).
             v_superseded := ARRAY(SELECT (c ->> 'id')::uuid FROM jsonb_array_elements(v_conflicts) c
                                   WHERE (c -> 'reasons') ?| engram._superseding_reasons());
         END IF;
@@ -294,19 +349,22 @@ BEGIN
 
     INSERT INTO engram.memories AS m
         (owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
-         author_type, importance, trust_score, session_id, expires_at, access_level)
+         author_type, importance, trust_score, session_id, expires_at, access_level,
+         occurred_at, valid_from, valid_to, invalidated_at)
     VALUES
         (v_owner, v_kind, remember.internal_type, remember.content,
          sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
          engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0, 0), remember.session_id,
-         now() + remember.ttl, remember.access_level)
+         now() + remember.ttl, remember.access_level,
+         v_occurred, v_valid, remember.valid_to, CASE WHEN remember.valid_to IS NOT NULL THEN now() END)
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
         jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
     IF cardinality(v_superseded) > 0 THEN
         PERFORM engram._flag_rows(v_owner, v_superseded, 'superseded by ' || v_id,
                                   jsonb_build_object('superseded_by', v_id));
+        PERFORM engram._close_validity(v_owner, v_superseded, v_valid, jsonb_build_object('superseded_by', v_id));
     END IF;
     RETURN QUERY SELECT 'created'::text, v_id, v_conflicts;
 END
@@ -323,23 +381,26 @@ CREATE FUNCTION engram.update(
     is_correction boolean DEFAULT true,
     internal_type text DEFAULT NULL,
     scope_tags text[] DEFAULT NULL,
-    access_level integer DEFAULT NULL)
+    access_level integer DEFAULT NULL,
+    valid_to timestamptz DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner   text := engram._caller(update.owner, update.internal_type, update.scope_tags, true);
     v_tags    text[] := engram._tag_set(update.tags);
     r         engram.memories;
+    v_revision integer;
 BEGIN
     PERFORM engram._check_short('reason', update.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, update.id, update.internal_type, update.scope_tags, true);
     PERFORM engram._require_writable(r, 'update');
     IF update.content IS NULL AND update.embedding IS NULL AND update.tags IS NULL AND update.metadata IS NULL
-       AND update.access_level IS NULL THEN
-        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags, metadata or access_level'
+       AND update.access_level IS NULL AND update.valid_to IS NULL THEN
+        RAISE EXCEPTION 'nothing to update; pass content (with embedding), tags, metadata, access_level or valid_to'
             USING ERRCODE = '22023';
     END IF;
+    PERFORM engram._check_period(r.valid_from, update.valid_to);
     IF update.access_level IS NOT NULL THEN
         PERFORM engram._check_access_level(update.access_level);
     END IF;
@@ -353,8 +414,19 @@ BEGIN
         PERFORM engram._check_image_refs(v_owner, update.metadata);
     END IF;
 
-    RETURN engram._rewrite(r, v_owner, update.content, update.embedding, v_tags, update.metadata,
-                           update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
+    -- valid_to alone says when the fact stopped holding: no new revision
+    -- (the content is unchanged), one 'invalidate' audit row.
+    IF update.content IS NOT NULL OR update.embedding IS NOT NULL OR update.tags IS NOT NULL
+       OR update.metadata IS NOT NULL OR update.access_level IS NOT NULL THEN
+        v_revision := engram._rewrite(r, v_owner, update.content, update.embedding, v_tags, update.metadata,
+                                      update.access_level, update.reason, coalesce(update.is_correction, true), 'update');
+    END IF;
+    IF update.valid_to IS NOT NULL THEN
+        UPDATE engram.memories AS m SET valid_to = update.valid_to, invalidated_at = now()
+        WHERE m.owner = r.owner AND m.id = r.id;
+        PERFORM engram._audit(v_owner, 'invalidate', r.id, jsonb_build_object('valid_to', update.valid_to));
+    END IF;
+    RETURN coalesce(v_revision, r.revision);
 END
 $fn$;
 
@@ -580,7 +652,7 @@ BEGIN
     v_key := engram._dedup_key(consolidate.content, consolidate.internal_type, engram._scope_of(v_tags), v_kind, NULL);
     INSERT INTO engram.memories AS m
         (id, owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
-         author_type, importance, trust_score)
+         author_type, importance, trust_score, occurred_at)
     SELECT v_id, v_owner, v_kind, consolidate.internal_type, consolidate.content,
            sha256(convert_to(consolidate.content, 'UTF8'::name)), v_key, v_tags,
            -- The sources' images move to the merged memory, which holds
@@ -593,7 +665,9 @@ BEGIN
                               ORDER BY x.sha LIMIT 32) y
                         HAVING count(*) > 0), '{}'),
            consolidate.embedding,
-           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0, 0)
+           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0, 0),
+           -- what the merged memory tells happened when its latest source did
+           max(s.occurred_at)
     FROM unnest(v_src) s;
     PERFORM engram._audit(v_owner, 'consolidate', v_id, jsonb_build_object('from', to_jsonb(consolidate.ids)));
     RETURN v_id;

@@ -301,6 +301,6 @@ BEGIN
         || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
               s.session_id, s.created_after, s.created_before, p_n, p_exact,
-              s.max_level, s.space, s.group_id;
+              s.max_level, s.space, s.group_id, s.valid_at;
 END
 $fn$;

@@ -5,7 +5,7 @@
 CREATE TYPE engram.search_hit AS (
     id uuid, content text, kind text, tags text[], metadata jsonb,
     similarity real, score real, trust_score real, staleness_score real, created_at timestamptz,
-    source text);
+    source text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
 
 -- Counts an access for each id, in the stats table beside the memories
 -- (never in the rows the HNSW index points at). Skipped in read-only
@@ -81,13 +81,43 @@ BEGIN
 END
 $fn$;
 
+-- The time query_text names ("yesterday", "last week", "two years ago",
+-- "in May 2023", "since March", "before May 5", "2024-03-01"), read
+-- against reference_time (default now) in the session's time zone, as a
+-- half-open range [start, end); NULL when it names no time (engram-core's
+-- time_window). Search boosts the memories whose occurred_at falls in it.
+CREATE FUNCTION engram.time_window(query_text text, reference_time timestamptz DEFAULT NULL) RETURNS tstzrange
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    v_ref    timestamptz := coalesce(time_window.reference_time, now());
+    v_bounds float8[];
+BEGIN
+    IF nullif(btrim(time_window.query_text), '') IS NULL OR NOT isfinite(v_ref) THEN
+        RETURN NULL;
+    END IF;
+    -- (a query is at most 64 KiB, engram.search checks; the reading needs
+    -- no more than its start)
+    v_bounds := engram._time_window_bounds(left(time_window.query_text, 65536), extract(epoch FROM v_ref)::float8,
+                                           extract(timezone FROM v_ref)::integer);
+    IF v_bounds IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN tstzrange(to_timestamp(v_bounds[1]), to_timestamp(v_bounds[2]), '[)');
+END
+$fn$;
+
 -- The k best memories of scope s for a query, best score first: the body of
 -- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
 -- text legs by rank; a row that the text leg found is kept whatever its
 -- cosine (min_similarity applies to vector-only rows), so a rare exact token
--- is found even when the embeddings disagree.
+-- is found even when the embeddings disagree. A memory whose occurred_at
+-- falls in p_window (the time the query names, engram.time_window) ranks
+-- higher: its relevance is multiplied by engram-core's window boost. A
+-- boost, not a filter: the legs' candidate pools are widened to at least
+-- 50 so that in-window memories a little further down are in them.
 CREATE FUNCTION engram._search(
-    s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real)
+    s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real,
+    p_window tstzrange DEFAULT NULL)
 RETURNS engram.search_hit[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -122,6 +152,9 @@ BEGIN
     IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
         v_pool := greatest(v_pool, 100);
     END IF;
+    IF p_window IS NOT NULL THEN
+        v_pool := greatest(v_pool, 50);
+    END IF;
     IF v_text IS NOT NULL THEN
         SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
         FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
@@ -136,16 +169,17 @@ BEGIN
     END IF;
     IF v_text IS NULL THEN
         -- Vector only: the k nearest, ranked by composite score.
-        SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, (1 - k.distance)::real,
-                             engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
-                                               m.staleness_score, v_weight),
-                             m.trust_score, m.staleness_score, m.created_at, m.source)::engram.search_hit
-                         ORDER BY engram.rank_score(greatest(1 - k.distance, 0)::real, m.trust_score,
-                                                    m.staleness_score, v_weight) DESC, m.id)
+        SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
+                             x.trust_score, x.staleness_score, x.created_at, x.source,
+                             x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                         ORDER BY x.score DESC, x.id)
         INTO v_hits
-        FROM unnest(v_vids, v_vdists) AS k(id, distance)
-        JOIN engram._rows(s.owner, v_vids) m ON m.id = k.id
-        WHERE 1 - k.distance >= coalesce(p_min_similarity, 0);
+        FROM (SELECT m.*, (1 - k.distance)::real AS sim,
+                     engram.rank_score(engram._window_boosted(greatest(1 - k.distance, 0)::real, coalesce(p_window @> m.occurred_at, false)),
+                                       m.trust_score, m.staleness_score, v_weight) AS score
+              FROM unnest(v_vids, v_vdists) AS k(id, distance)
+              JOIN engram._rows(s.owner, v_vids) m ON m.id = k.id
+              WHERE 1 - k.distance >= coalesce(p_min_similarity, 0)) x;
     ELSE
     SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
     FROM engram._lexical(s, v_text, v_pool, v_exact) l;
@@ -165,17 +199,113 @@ BEGIN
                CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
                     -- the text leg ranks exact-token matches at 1 and above
                     ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
-               m.trust_score, m.staleness_score, m.created_at, m.source
+               m.trust_score, m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to
         FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
     )
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim,
-                         engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight),
-                         x.trust_score, x.staleness_score, x.created_at, x.source)::engram.search_hit
-                     ORDER BY engram.rank_score(x.relevance, x.trust_score, x.staleness_score, v_weight) DESC, x.id)
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
+                         x.trust_score, x.staleness_score, x.created_at, x.source,
+                         x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                     ORDER BY x.score DESC, x.id)
     INTO v_hits
-    FROM scored x
-    WHERE x.lr IS NOT NULL OR x.sim IS NULL OR x.sim >= coalesce(p_min_similarity, 0);
+    FROM (SELECT y.*, engram.rank_score(engram._window_boosted(y.relevance, coalesce(p_window @> y.occurred_at, false)),
+                                        y.trust_score, y.staleness_score, v_weight) AS score
+          FROM scored y
+          WHERE y.lr IS NOT NULL OR y.sim IS NULL OR y.sim >= coalesce(p_min_similarity, 0)) x;
     END IF;
+    RETURN coalesce(v_hits[1:v_k], '{}');
+END
+$fn$;
+
+-- The k best memories of owner scope s as the store stood at p_known_at
+-- (SPEC 13): the memories written by then, each with the content, tags and
+-- metadata of its revision current then, active then (archived or expired
+-- later counts as active), valid at s.valid_at (default p_known_at) as the
+-- store knew it then (a valid_to set later is not known yet). No index
+-- holds the past, so this is an exact pass over the owner's memories;
+-- ranking is _search's (rank fusion of a vector and a text leg, trust,
+-- staleness, the window boost). The vector leg compares each memory's
+-- current embedding (revisions keep none); the text leg reads the content
+-- of then.
+CREATE FUNCTION engram._search_as_of(
+    s engram.read_scope, p_known_at timestamptz, p_embedding vector, p_text text, p_k integer,
+    p_min_similarity real, p_window tstzrange)
+RETURNS engram.search_hit[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_k      integer := engram._clamp_k(p_k);
+    v_pool   integer := v_k;
+    v_weight real := engram._setting_staleness_weight();
+    v_text   text := nullif(btrim(p_text), '');
+    v_valid  timestamptz := coalesce(s.valid_at, p_known_at);
+    v_query  tsquery;
+    v_exact  tsquery;
+    v_hits   engram.search_hit[];
+BEGIN
+    PERFORM engram._check_scope(s);
+    IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
+        v_pool := greatest(v_pool, 100);
+    END IF;
+    IF p_window IS NOT NULL THEN
+        v_pool := greatest(v_pool, 50);
+    END IF;
+    IF v_text IS NOT NULL THEN
+        v_query := nullif(replace(plainto_tsquery('english', v_text)::text, ' & ', ' | '), '')::tsquery;
+        SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
+        FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
+        WHERE numnode(q) > 0;
+    END IF;
+    WITH past AS (
+        SELECT m.id, coalesce(v.content, m.content) AS content, coalesce(v.tags, m.tags) AS tags,
+               coalesce(v.metadata, m.metadata) AS metadata, m.kind, m.embedding, m.trust_score,
+               m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from,
+               CASE WHEN m.invalidated_at <= p_known_at THEN m.valid_to END AS valid_to
+        FROM engram.memories m
+        LEFT JOIN LATERAL (
+            SELECT r.content, r.tags, r.metadata FROM engram.revisions r
+            WHERE r.owner = m.owner AND r.memory_id = m.id AND r.written_at <= p_known_at AND r.replaced_at > p_known_at
+            ORDER BY r.revision LIMIT 1) v ON true
+        WHERE m.owner = s.owner AND m.created_at <= p_known_at
+          AND (m.status = 'active' OR m.archived_at > p_known_at)
+          AND (m.expires_at IS NULL OR m.expires_at > p_known_at)
+          AND (CASE WHEN s.internal_type IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = s.internal_type END)
+          AND (s.kinds IS NULL OR m.kind = ANY (s.kinds))
+          AND (s.session_id IS NULL OR m.session_id = s.session_id)
+          AND (s.created_after IS NULL OR m.created_at >= s.created_after)
+          AND (s.created_before IS NULL OR m.created_at < s.created_before)
+    ), legs AS (
+        SELECT p.*,
+               CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
+                    THEN (1 - (p.embedding <=> p_embedding))::real END AS sim,
+               CASE WHEN to_tsvector('english', p.content) @@ v_query
+                    THEN (ts_rank_cd(to_tsvector('english', p.content), v_query, 32)
+                          + CASE WHEN to_tsvector('english', p.content) @@ v_exact THEN 1 ELSE 0 END)::real END AS lrank
+        FROM past p
+        WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
+          AND p.valid_from <= v_valid AND (p.valid_to IS NULL OR p.valid_to > v_valid)
+    ), ranked AS (
+        SELECT l.*,
+               CASE WHEN l.sim IS NOT NULL THEN row_number() OVER (ORDER BY l.sim IS NULL, l.sim DESC, l.id) END AS vr,
+               CASE WHEN l.lrank IS NOT NULL THEN row_number() OVER (ORDER BY l.lrank IS NULL, l.lrank DESC, l.id) END AS lr
+        FROM legs l
+    ), scored AS (
+        -- the legs' pools, as _search's: the v_pool best of each
+        SELECT r.*,
+               CASE WHEN v_text IS NULL THEN r.sim
+                    WHEN p_embedding IS NULL THEN engram._text_relevance(r.lrank)
+                    ELSE engram._weighted_fusion(CASE WHEN r.vr <= v_pool THEN r.vr END,
+                                                 CASE WHEN r.lr <= v_pool THEN r.lr END, r.lrank >= 1) END AS relevance
+        FROM ranked r
+        WHERE (r.vr <= v_pool AND (r.lr <= v_pool OR r.sim >= coalesce(p_min_similarity, 0)))
+           OR (v_text IS NOT NULL AND r.lr <= v_pool)
+    )
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
+                         x.trust_score, x.staleness_score, x.created_at, x.source,
+                         x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                     ORDER BY x.score DESC, x.id)
+    INTO v_hits
+    FROM (SELECT y.*, engram.rank_score(engram._window_boosted(greatest(y.relevance, 0)::real, coalesce(p_window @> y.occurred_at, false)),
+                                        y.trust_score, y.staleness_score, v_weight) AS score
+          FROM scored y) x;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
 $fn$;
@@ -194,30 +324,56 @@ CREATE FUNCTION engram.search(
     created_after timestamptz DEFAULT NULL,
     created_before timestamptz DEFAULT NULL,
     min_similarity real DEFAULT 0,
-    include_archived boolean DEFAULT false)
+    include_archived boolean DEFAULT false,
+    valid_at timestamptz DEFAULT NULL,
+    known_at timestamptz DEFAULT NULL,
+    reference_time timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
-               score real, trust_score real, staleness_score real, created_at timestamptz, source text)
+               score real, trust_score real, staleness_score real, created_at timestamptz, source text,
+               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz, time_window tstzrange)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
-    v_owner text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
-    v_hits  engram.search_hit[];
+    v_owner  text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
+    v_hits   engram.search_hit[];
+    v_scope  engram.read_scope;
+    -- The time the query names, read against reference_time (default: now,
+    -- or known_at when answering as the store stood then).
+    v_window tstzrange := engram.time_window(search.query_text,
+                                             coalesce(search.reference_time, least(search.known_at, now()), now()));
 BEGIN
     PERFORM engram._check_flat_filters(search.kinds, search.tags_all, search.tags_any,
                                   search.internal_type, search.scope_tags);
+    PERFORM engram._check_moment('valid_at', search.valid_at);
+    PERFORM engram._check_moment('known_at', search.known_at);
+    PERFORM engram._check_moment('reference_time', search.reference_time);
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
-    v_hits := engram._search(
-        ROW(v_owner,
+    v_scope := ROW(v_owner,
             CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
             search.internal_type, search.kinds,
             nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
             search.tags_any, search.session_id, search.created_after, search.created_before,
-            NULL, NULL, NULL)::engram.read_scope,
-        search.query_embedding, search.query_text, search.k, search.min_similarity);
+            NULL, NULL, NULL, search.valid_at)::engram.read_scope;
+    IF search.known_at IS NOT NULL AND search.known_at < now() THEN
+        IF search.include_archived THEN
+            RAISE EXCEPTION 'known_at answers as the store stood then, with what was active then; pass include_archived => false with it'
+                USING ERRCODE = '22023';
+        END IF;
+        IF search.query_text IS NULL AND search.query_embedding IS NULL THEN
+            RAISE EXCEPTION 'search needs query_embedding, query_text or both'
+                USING ERRCODE = '22004';
+        END IF;
+        PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
+        v_hits := engram._search_as_of(v_scope, search.known_at, search.query_embedding, search.query_text,
+                                       search.k, search.min_similarity, v_window);
+    ELSE
+        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, search.k,
+                                 search.min_similarity, v_window);
+    END IF;
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
     IF cardinality(v_hits) = 0 THEN
         PERFORM engram._miss(v_owner, search.query_text, search.query_embedding IS NOT NULL);
     END IF;
-    RETURN QUERY SELECT h.* FROM unnest(v_hits) h;
+    RETURN QUERY SELECT h.*, v_window FROM unnest(v_hits) h;
 END
 $fn$;
 
@@ -229,7 +385,8 @@ CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source te
                flagged_at timestamptz, correction_count integer, trust_score real,
                staleness_score real, session_id text, created_at timestamptz,
                updated_at timestamptz, expires_at timestamptz, revision integer,
-               revision_count bigint, access_count bigint, last_accessed_at timestamptz);
+               revision_count bigint, access_count bigint, last_accessed_at timestamptz,
+               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
 
 -- A memory as recall shows it: an active memory past its expiry shows as
 -- expired (engram.expire() marks it later).
@@ -249,7 +406,7 @@ BEGIN
            r.archive_reason, r.merged_into,
            r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
            r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
-           v_revisions, coalesce(v_count, 0), v_last;
+           v_revisions, coalesce(v_count, 0), v_last, r.occurred_at, r.valid_from, r.valid_to;
 END
 $fn$;
 
@@ -273,7 +430,7 @@ $fn$;
 CREATE TYPE engram.listed_memory AS (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
                status text, importance real, trust_score real, staleness_score real,
                access_count bigint, created_at timestamptz, updated_at timestamptz,
-               next_cursor text);
+               next_cursor text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
 
 -- One page of scope s in a given order, with keyset pagination: the body
 -- of engram.list and engram.ghost_list.
@@ -349,6 +506,8 @@ BEGIN
           AND (s.created_after IS NULL OR m.created_at >= s.created_after)
           AND (s.created_before IS NULL OR m.created_at < s.created_before)
           AND (s.max_level IS NULL OR m.access_level <= s.max_level)
+          AND m.valid_from <= coalesce(s.valid_at, now())
+          AND (m.valid_to IS NULL OR m.valid_to > coalesce(s.valid_at, now()))
           AND (s.space IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
                                           WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = s.space))
           AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
@@ -366,7 +525,8 @@ BEGIN
            CASE WHEN p.status = 'active' AND p.expires_at <= now() THEN 'expired' ELSE p.status END,
            p.importance, p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
            CASE WHEN p.n = v_limit AND EXISTS (SELECT 1 FROM page q WHERE q.n = v_limit + 1)
-                THEN engram._cursor_encode(v_order, p.key_text, p.id) END
+                THEN engram._cursor_encode(v_order, p.key_text, p.id) END,
+           p.occurred_at, p.valid_from, p.valid_to
     FROM page p
     WHERE p.n <= v_limit
     ORDER BY p.n;
@@ -385,17 +545,19 @@ CREATE FUNCTION engram.list(
     order_by text DEFAULT 'created_at',
     descending boolean DEFAULT true,
     "limit" integer DEFAULT 50,
-    after text DEFAULT NULL)
+    after text DEFAULT NULL,
+    valid_at timestamptz DEFAULT NULL)
 RETURNS SETOF engram.listed_memory
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(list.owner, list.internal_type, list.scope_tags, false);
 BEGIN
     PERFORM engram._check_flat_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
+    PERFORM engram._check_moment('valid_at', list.valid_at);
     RETURN QUERY SELECT * FROM engram._list(
         ROW(v_owner, NULL, list.internal_type, list.kinds,
             nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}'),
-            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL)::engram.read_scope,
+            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL, list.valid_at)::engram.read_scope,
         list.status, list.order_by, list.descending, list."limit", list.after);
 END
 $fn$;

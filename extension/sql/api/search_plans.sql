@@ -19,15 +19,17 @@ CREATE TYPE engram.read_scope AS (
     created_before timestamptz,
     max_level      smallint,     -- ghost reads: access_level at most this
     space          text,         -- ghost reads: published to this space
-    group_id       text);        -- ghost reads: published to this group
+    group_id       text,         -- ghost reads: published to this group
+    valid_at       timestamptz); -- memories valid at this moment (NULL: now)
 
 -- The WHERE clause every scoped read applies, as constant SQL text over
 -- numbered parameters: the fields of engram.read_scope as $2..$10 and
--- $13..$15 ($1 is the query, $11 and $12 the row counts). One text for the
+-- $13..$16 ($1 is the query, $11 and $12 the row counts). One text for the
 -- vector leg, the text leg and the planner estimate, so the scope can never
 -- differ between them. Values are always bound, never spliced in. An active
 -- memory past its expires_at is expired already, before engram.expire()
--- marks it.
+-- marks it. A memory is valid from valid_from until valid_to (SPEC 13): a
+-- read sees what is valid now, or at $16.
 -- Two texts: an owner's scope names the owner by a plain equality (on Citus
 -- the statement then runs on that owner's shard alone), a scope of
 -- publications (space or group ghosts, no owner) reads every owner's.
@@ -50,7 +52,9 @@ BEGIN
           AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
                                             WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = $14))
           AND ($15::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
-                                            WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = $15))'::text;
+                                            WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = $15))
+          AND m.valid_from <= coalesce($16::timestamptz, now())
+          AND (m.valid_to IS NULL OR m.valid_to > coalesce($16::timestamptz, now()))'::text;
 END
 $fn$;
 
@@ -75,10 +79,10 @@ BEGIN
 END
 $fn$;
 
--- The list path's rerank (see _knn): the p_cand entries of list $16 nearest
--- to the int8 query $17, reranked by exact distance to $1 under the scope
+-- The list path's rerank (see _knn): the p_cand entries of list $17 nearest
+-- to the int8 query $18, reranked by exact distance to $1 under the scope
 -- filter, and the largest int8 distance among them. Its parameters are the
--- filter's positional ones ($2..$15 as in _scope_filter, $11 the rows
+-- filter's positional ones ($2..$16 as in _scope_filter, $11 the rows
 -- wanted, $12 the candidates), so the filter text is pasted in unchanged
 -- and the statement is static: plpgsql caches its plan. Dynamic SQL
 -- re-planned it on every search (0.25-0.4 ms of planning against ~0.15 ms
@@ -100,8 +104,8 @@ BEGIN
     RETURN format($q$
     WITH c AS MATERIALIZED (
         SELECT x.memory_id, x.d8
-        FROM engram._candidates((SELECT engram._nearest(b.entries, b.n, $17, $12) FROM engram.scope_blocks b
-                                 WHERE b.owner = $2 AND b.list = $16)) x)
+        FROM engram._candidates((SELECT engram._nearest(b.entries, b.n, $18, $12) FROM engram.scope_blocks b
+                                 WHERE b.owner = $2 AND b.list = $17)) x)
     SELECT array_agg(m.id ORDER BY m.d, m.id), array_agg(m.d ORDER BY m.d, m.id), (SELECT max(c2.d8) FROM c c2)
     FROM c CROSS JOIN LATERAL (
         SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m %s
@@ -129,7 +133,7 @@ BEGIN
     EXECUTE format($f$
 CREATE FUNCTION engram._list_rerank(
     vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text, bigint, bytea,
+    integer, integer, smallint, text, text, timestamptz, bigint, bytea,
     OUT ids uuid[], OUT dists float8[], OUT edge float8)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -157,7 +161,7 @@ $body$$f$, engram._list_rerank_query());
         EXECUTE format($f$
 CREATE FUNCTION engram.%I(
     vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text)
+    integer, integer, smallint, text, text, timestamptz)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 ROWS 30
@@ -274,12 +278,12 @@ BEGIN
                     EXECUTE engram._list_rerank_query() INTO v_ids, v_dists, v_edge
                         USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                               s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                              v_cand, s.max_level, s.space, s.group_id, v_list, v_q;
+                              v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q;
                 ELSE
                     SELECT r.ids, r.dists, r.edge INTO v_ids, v_dists, v_edge
                     FROM engram._list_rerank(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                                              s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                             v_cand, s.max_level, s.space, s.group_id, v_list, v_q) r;
+                                             v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q) r;
                 END IF;
                 -- Complete when the whole list was reranked, or when the
                 -- n-th row is nearer than any entry outside the candidates
@@ -318,7 +322,7 @@ BEGIN
                 INTO v_plan
                 USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                       s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
-                      s.max_level, s.space, s.group_id;
+                      s.max_level, s.space, s.group_id, s.valid_at;
             v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
         END IF;
         v_total := greatest(v_total, v_rows);
@@ -331,7 +335,7 @@ BEGIN
                  SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
                 USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                       s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
-                      s.max_level, s.space, s.group_id;
+                      s.max_level, s.space, s.group_id, s.valid_at;
             RETURN;
         END IF;
     END IF;
@@ -355,7 +359,7 @@ BEGIN
         RETURN QUERY EXECUTE engram._hnsw_walk_query(s.owner IS NOT NULL)
             USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                   s.session_id, s.created_after, s.created_before, p_n, v_fetch,
-                  s.max_level, s.space, s.group_id;
+                  s.max_level, s.space, s.group_id, s.valid_at;
         RETURN;
     END IF;
     IF s.owner IS NULL THEN
@@ -363,13 +367,13 @@ BEGIN
             SELECT w.id, w.distance
             FROM engram._hnsw_walk_shared(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                                           s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                          v_fetch, s.max_level, s.space, s.group_id) w;
+                                          v_fetch, s.max_level, s.space, s.group_id, s.valid_at) w;
         RETURN;
     END IF;
     RETURN QUERY
         SELECT w.id, w.distance
         FROM engram._hnsw_walk(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                                s.session_id, s.created_after, s.created_before, p_n, v_fetch,
-                               s.max_level, s.space, s.group_id) w;
+                               s.max_level, s.space, s.group_id, s.valid_at) w;
 END
 $fn$;

@@ -1,0 +1,108 @@
+"""Time through MCP (SPEC 13): remember's occurred_at / valid_from / valid_to,
+search's valid_at / known_at / reference_time and the window it reads, and
+tools that refuse arguments they do not take."""
+
+import pytest
+
+from conftest import call, mcp_session, psql
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def owners(database):
+    """Owners of this file alone (the session's database is shared)."""
+    return {o: psql(database, f"SELECT engram.create_token(owner => '{o}', label => 'pytest-time')")
+            for o in ("tina", "tom", "carol")}
+
+
+async def test_a_correction_closes_the_old_fact_and_the_past_still_answers(server, owners):
+    async with mcp_session(server, owners["tina"]) as s:
+        r, err = await call(s, "memory_remember", content="The Apollo launch deadline is May 5",
+                            valid_from="2026-01-10")
+        assert not err and r["status"] == "created", r
+        old = r["id"]
+        r, _ = await call(s, "memory_remember", content="The Apollo launch deadline is June 10",
+                          valid_from="2026-03-01")
+        assert r["status"] == "conflict" and r["conflicts"][0]["id"] == old
+        r, _ = await call(s, "memory_remember", content="The Apollo launch deadline is June 10",
+                          valid_from="2026-03-01", force=True)
+        new = r["id"]
+
+        r, err = await call(s, "memory_search", query="Apollo launch deadline")
+        assert not err
+        ids = [h["id"] for h in r["results"]]
+        assert new in ids and old not in ids, r
+        hit = r["results"][ids.index(new)]
+        assert hit["valid_from"].startswith("2026-03-01") and hit["valid_to"] is None and hit["occurred_at"]
+
+        r, _ = await call(s, "memory_search", query="Apollo launch deadline", valid_at="2026-02-01")
+        assert [h["id"] for h in r["results"]][:1] == [old]
+        assert r["results"][0]["valid_to"].startswith("2026-03-01")
+
+        r, _ = await call(s, "memory_recall", id=old)
+        assert r["memory"]["valid_to"].startswith("2026-03-01")
+
+        r, _ = await call(s, "memory_list", valid_at="2026-02-01")
+        assert old in [m["id"] for m in r["memories"]] and new not in [m["id"] for m in r["memories"]]
+
+        # closed by hand: no longer returned by default
+        r, err = await call(s, "memory_update", id=new, valid_to="2026-11-01T00:00:00Z")
+        assert not err and r["revision"] == 1, r
+        r, _ = await call(s, "memory_search", query="Apollo launch deadline")
+        assert new not in [h["id"] for h in r["results"]]
+
+        r, err = await call(s, "memory_remember", content="A fact that ends before it starts",
+                            valid_from="2026-05-01", valid_to="2026-04-01")
+        assert err and "before valid_from" in r, r
+        r, err = await call(s, "memory_search", query="deadline", valid_at="next tuesday")
+        assert err and "valid_at" in r and "ISO 8601" in r, r
+
+
+async def test_search_reads_the_time_its_query_names(server, owners):
+    async with mcp_session(server, owners["tom"]) as s:
+        r, _ = await call(s, "memory_remember", kind="episodic", occurred_at="2026-05-06T15:00:00Z",
+                          content="Decided to ship the billing export as Parquet")
+        parquet = r["id"]
+        r, _ = await call(s, "memory_remember", kind="episodic", occurred_at="2026-04-02",
+                          content="Decided to ship the billing export as CSV files for accounting")
+        r, err = await call(s, "memory_search", query="what did I decide about the billing export last week",
+                            reference_time="2026-05-14T10:00:00Z")
+        assert not err, r
+        assert r["time_window"]["start"].startswith("2026-05-04") and r["time_window"]["end"].startswith("2026-05-11")
+        assert r["results"][0]["id"] == parquet
+        assert r["results"][0]["occurred_at"].startswith("2026-05-06")
+        r, _ = await call(s, "memory_search", query="billing export")
+        assert r["time_window"] is None
+        # a captured event of a past conversation keeps its time
+        r, err = await call(s, "memory_capture", event_type="conversation", content="Asked about Parquet readers",
+                            session_id="billing-2026-05-06",
+                            occurred_at="2026-05-06T16:00:00Z")
+        assert not err and r["status"] == "captured", r
+        r, _ = await call(s, "memory_recall", id=r["id"])
+        assert r["memory"]["occurred_at"].startswith("2026-05-06 16:00")
+
+
+async def test_tools_refuse_arguments_they_do_not_take(server, owners):
+    async with mcp_session(server, owners["carol"]) as s:
+        await call(s, "memory_remember", content="Carol deploys with the blue-green script")
+        # what a new user tries first: a near name is refused, naming the right one
+        r, err = await call(s, "memory_search", query_text="how does carol deploy")
+        assert err, r
+        assert "'query_text'" in r and "did you mean 'query'" in r and "It takes:" in r and "limit" in r
+        r, err = await call(s, "memory_remember", content="x", ttl="3 days")
+        assert err and "'ttl'" in r and "ttl_days" in r, r
+        r, err = await call(s, "memory_recall", id="00000000-0000-4000-8000-000000000000", verbose=True)
+        assert err and "'verbose'" in r, r
+        # nothing was written by the refused remember
+        r, _ = await call(s, "memory_search", query="x")
+        assert all(h["content"] != "x" for h in r["results"])
+        # names made consistent in 0.13.0, the old ones still taken
+        r, err = await call(s, "memory_context", query="how do I deploy?")
+        assert not err and "blue-green" in r["text"], r
+        r, err = await call(s, "memory_context", query_text="how do I deploy?")
+        assert not err and "blue-green" in r["text"], r
+        r, err = await call(s, "memory_sessions", limit=5)
+        assert not err, r
+        r, err = await call(s, "memory_sessions", lim=5)
+        assert not err, r

@@ -1,0 +1,441 @@
+//! Time (SPEC 13): occurred_at, valid_from and valid_to on memories; reads
+//! of what is valid now, at valid_at, or as the store stood at known_at; a
+//! forced correction closing what it supersedes; engram.time_window and the
+//! search boost of memories in the window a query names.
+
+use engram_tests::*;
+
+type Ts = std::time::SystemTime;
+
+/// The contents `sql` returns in its first column, in order.
+async fn contents(c: &impl Sql, sql: &str) -> Vec<String> {
+    c.query(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// A search of alice's memories for "deadline" with `extra` arguments.
+fn deadline_search(extra: &str) -> String {
+    format!(
+        "SELECT content FROM engram.search(owner => 'alice', query_text => 'launch deadline',
+             query_embedding => '{}'{extra})",
+        vec_text(&axis(8, 0, 0.0))
+    )
+}
+
+/// Three corrections of one fact, each stated valid from a date: the store
+/// answers with the one valid at each of four moments, and a default read
+/// returns only the newest.
+#[tokio::test]
+async fn a_chain_of_corrections_answers_for_each_moment() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    let first = create(
+        a,
+        "alice",
+        "The launch deadline is May 5",
+        &axis(8, 0, 0.0),
+        "valid_from => '2026-01-10'",
+    )
+    .await;
+    let mut ids = vec![first];
+    for (content, from) in [
+        ("The launch deadline is June 10", "2026-03-01"),
+        ("The launch deadline is July 20", "2026-06-01"),
+    ] {
+        // Without force the correction is refused with the fact it contradicts...
+        let (status, _, conflicts) = remember(
+            a,
+            "alice",
+            content,
+            &axis(8, 0, 0.01),
+            &format!("valid_from => '{from}'"),
+        )
+        .await;
+        assert_eq!(status, "conflict", "{content}: {conflicts:?}");
+        // ...and stored with it, closes that fact's validity where it starts.
+        let (status, id, _) = remember(
+            a,
+            "alice",
+            content,
+            &axis(8, 0, 0.01),
+            &format!("valid_from => '{from}', force => true"),
+        )
+        .await;
+        assert_eq!(status, "created");
+        let previous = *ids.last().unwrap();
+        let closed: Option<Ts> = a
+            .query_one("SELECT valid_to FROM engram.memories WHERE id = $1", &[&previous])
+            .await
+            .unwrap()
+            .get(0);
+        let expected: Ts = a
+            .query_one(&format!("SELECT '{from}'::timestamptz"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(closed, Some(expected), "superseded at the correction's valid_from");
+        let audited = count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM engram.audit_log WHERE action = 'invalidate' AND memory_id = '{previous}'
+                   AND details ->> 'superseded_by' = '{}'",
+                id.unwrap()
+            ),
+        )
+        .await;
+        assert_eq!(audited, 1, "the closing is audited");
+        ids.push(id.unwrap());
+    }
+    // Four moments: before the fact was known to hold, and in each period.
+    let at = |moment: &str| deadline_search(&format!(", valid_at => '{moment}'"));
+    assert!(
+        contents(a, &at("2025-12-01")).await.is_empty(),
+        "nothing held before 2026-01-10"
+    );
+    assert_eq!(
+        contents(a, &at("2026-02-01")).await,
+        vec!["The launch deadline is May 5"]
+    );
+    assert_eq!(
+        contents(a, &at("2026-04-15")).await,
+        vec!["The launch deadline is June 10"]
+    );
+    assert_eq!(
+        contents(a, &at("2026-08-01")).await,
+        vec!["The launch deadline is July 20"]
+    );
+    // By default: what holds now, the superseded facts still stored.
+    assert_eq!(
+        contents(a, &deadline_search("")).await,
+        vec!["The launch deadline is July 20"]
+    );
+    let listed = contents(a, "SELECT content FROM engram.list(owner => 'alice')").await;
+    assert_eq!(listed, vec!["The launch deadline is July 20"]);
+    let listed_then = contents(
+        a,
+        "SELECT content FROM engram.list(owner => 'alice', valid_at => '2026-04-15')",
+    )
+    .await;
+    assert_eq!(listed_then, vec!["The launch deadline is June 10"]);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE status = 'active'").await,
+        3
+    );
+    // recall returns the period of each, by id, whatever it is
+    let row = a
+        .query_one(
+            "SELECT valid_from::date::text, valid_to::date::text, occurred_at IS NOT NULL
+             FROM engram.recall(owner => 'alice', id => $1)",
+            &[&ids[1]],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "2026-03-01");
+    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("2026-06-01"));
+    assert!(row.get::<_, bool>(2));
+}
+
+/// known_at answers as the store stood then: a memory written later is
+/// absent, an updated one shows the content it had, and a validity closed
+/// later still held.
+#[tokio::test]
+async fn known_at_reads_the_store_as_it_stood() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    let id = create(a, "alice", "The launch deadline is May 5", &axis(8, 0, 0.0), "").await;
+    let before_update: Ts = a.query_one("SELECT clock_timestamp()", &[]).await.unwrap().get(0);
+    a.execute(
+        "SELECT engram.update(owner => 'alice', id => $1, content => 'The launch deadline is May 12',
+                              embedding => $2::text::vector, reason => 'slipped a week')",
+        &[&id, &vec_text(&axis(8, 0, 0.02))],
+    )
+    .await
+    .unwrap();
+    let after_update: Ts = a.query_one("SELECT clock_timestamp()", &[]).await.unwrap().get(0);
+    create(
+        a,
+        "alice",
+        "The launch deadline checklist lives in the wiki",
+        &axis(8, 1, 0.0),
+        "",
+    )
+    .await;
+    // closed by hand after the second moment
+    a.execute(
+        "SELECT engram.update(owner => 'alice', id => $1, valid_to => now())",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let known = |at: Ts| async move {
+        let rows = a
+            .query(
+                "SELECT content FROM engram.search(owner => 'alice', query_text => 'launch deadline',
+                     query_embedding => $1::text::vector, known_at => $2)",
+                &[&vec_text(&axis(8, 0, 0.0)), &at],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>()
+    };
+    assert_eq!(known(before_update).await, vec!["The launch deadline is May 5"]);
+    assert_eq!(known(after_update).await, vec!["The launch deadline is May 12"]);
+    // now: the deadline no longer holds; the checklist does
+    assert_eq!(
+        contents(a, &deadline_search("")).await,
+        vec!["The launch deadline checklist lives in the wiki"]
+    );
+    // the update that closed it made no revision
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.revisions WHERE memory_id = '{id}'")
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.audit_log WHERE action = 'invalidate' AND memory_id = '{id}'")
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn times_are_stored_returned_and_checked() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    let id = create(
+        a,
+        "alice",
+        "We met the Lyon team at the offsite",
+        &axis(8, 2, 0.0),
+        "kind => 'episodic', occurred_at => '2025-09-18 14:00+02'",
+    )
+    .await;
+    let row = a
+        .query_one(
+            "SELECT occurred_at = '2025-09-18 12:00Z', valid_from = occurred_at, valid_to IS NULL
+             FROM engram.memories WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0) && row.get::<_, bool>(1) && row.get::<_, bool>(2));
+    // search and list return them
+    let found: bool = a
+        .query_one(
+            "SELECT occurred_at = '2025-09-18 12:00Z' FROM engram.search(owner => 'alice', query_text => 'Lyon offsite')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(found);
+    let listed: bool = a
+        .query_one(
+            "SELECT occurred_at = '2025-09-18 12:00Z' AND valid_to IS NULL FROM engram.list(owner => 'alice')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(listed);
+    // capture keeps an event's own time
+    let event: uuid::Uuid = a
+        .query_one(
+            "SELECT id FROM engram.capture(owner => 'alice', event_type => 'conversation',
+                 content => 'Asked about the offsite budget', session_id => 'offsite',
+                 occurred_at => '2025-09-18 15:00Z')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let kept: bool = a
+        .query_one(
+            "SELECT occurred_at = '2025-09-18 15:00Z' AND valid_from = occurred_at FROM engram.memories WHERE id = $1",
+            &[&event],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(kept);
+    // bad periods and moments are refused, and nothing is written
+    let before = count(&db, "SELECT count(*) FROM engram.memories").await;
+    for extra in [
+        "valid_from => '2026-05-01', valid_to => '2026-04-01'",
+        "occurred_at => 'infinity'",
+        "valid_to => '-infinity'",
+        "occurred_at => '2026-05-01', valid_to => '2026-04-01'",
+    ] {
+        let (state, message) =
+            sqlstate(try_remember(a, "alice", "A fact with a bad period", &axis(8, 3, 0.0), extra).await);
+        assert_eq!(state, "22023", "{extra}: {message}");
+    }
+    let (state, message) = sqlstate(
+        a.query(
+            "SELECT engram.update(owner => 'alice', id => $1, valid_to => '2020-01-01')",
+            &[&id],
+        )
+        .await,
+    );
+    assert_eq!(state, "22023");
+    assert!(message.contains("before valid_from"), "{message}");
+    for call in [
+        "SELECT * FROM engram.search(owner => 'alice', query_text => 'x', valid_at => 'infinity')",
+        "SELECT * FROM engram.list(owner => 'alice', valid_at => '-infinity')",
+    ] {
+        let (state, _) = sqlstate(a.query(call, &[]).await);
+        assert_eq!(state, "22023", "{call}");
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.memories").await, before);
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.memories WHERE id = '{id}' AND valid_to IS NULL")
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn time_window_reads_the_query_in_the_sessions_time_zone() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    let window = |q: &str, zone: &str| {
+        format!("SET TIME ZONE '{zone}'; SELECT coalesce(engram.time_window('{q}', '2026-05-14 10:00Z')::text, 'none')")
+    };
+    let read = |sql: String| async move {
+        let (set, select) = sql.split_once("; ").unwrap();
+        a.batch_execute(set).await.unwrap();
+        let v: String = a.query_one(select, &[]).await.unwrap().get(0);
+        v
+    };
+    assert_eq!(
+        read(window("what did I decide yesterday", "UTC")).await,
+        r#"["2026-05-13 00:00:00+00","2026-05-14 00:00:00+00")"#
+    );
+    assert_eq!(
+        read(window("what happened in March 2024", "UTC")).await,
+        r#"["2024-03-01 00:00:00+00","2024-04-01 00:00:00+00")"#
+    );
+    assert_eq!(
+        read(window("anything since April", "UTC")).await,
+        r#"["2026-04-01 00:00:00+00","2026-05-15 00:00:00+00")"#
+    );
+    assert_eq!(read(window("what tea does Vera like", "UTC")).await, "none");
+    // A day is the session's calendar day: at 10:00Z it is 19:00 in Tokyo.
+    assert_eq!(
+        read(window("yesterday", "Asia/Tokyo")).await,
+        r#"["2026-05-13 00:00:00+09","2026-05-14 00:00:00+09")"#
+    );
+    a.batch_execute("RESET TIME ZONE").await.unwrap();
+    let none: Option<String> = a
+        .query_one("SELECT engram.time_window(NULL)::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(none, None);
+}
+
+/// A query naming a time ranks the memories that happened in it higher, and
+/// says which window it read; one naming none ranks by relevance alone.
+#[tokio::test]
+async fn search_boosts_memories_in_the_window_the_query_names() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    a.batch_execute("SET TIME ZONE 'UTC'").await.unwrap();
+    // The older decision is the closer match; the other happened last week.
+    create(
+        a,
+        "alice",
+        "Decided to ship the billing export as CSV",
+        &axis(8, 4, 0.0),
+        "kind => 'episodic', occurred_at => '2026-04-02'",
+    )
+    .await;
+    create(
+        a,
+        "alice",
+        "Decided to ship the billing export as Parquet",
+        &axis(8, 4, 0.25),
+        "kind => 'episodic', occurred_at => '2026-05-06'",
+    )
+    .await;
+    let search = |q: &str| {
+        format!(
+            "SELECT content, time_window::text FROM engram.search(owner => 'alice', query_text => '{q}',
+                 query_embedding => '{}', reference_time => '2026-05-14 10:00Z', k => 2)",
+            vec_text(&axis(8, 4, 0.0))
+        )
+    };
+    let rows = a
+        .query(&search("what did I decide about the billing export last week"), &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        rows[0].get::<_, String>(0),
+        "Decided to ship the billing export as Parquet"
+    );
+    assert_eq!(
+        rows[0].get::<_, Option<String>>(1).as_deref(),
+        Some(r#"["2026-05-04 00:00:00+00","2026-05-11 00:00:00+00")"#)
+    );
+    // a boost, not a filter: the other decision is still there
+    assert_eq!(rows.len(), 2);
+    let rows = a
+        .query(&search("what did I decide about the billing export"), &[])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "Decided to ship the billing export as CSV");
+    assert_eq!(rows[0].get::<_, Option<String>>(1), None);
+}
+
+/// The restricted role reads the past of its own owner only: valid_at and
+/// known_at never reach another owner's memories.
+#[tokio::test]
+async fn reads_of_the_past_stay_within_the_owner() {
+    let db = TestDb::new(8).await;
+    create(
+        &db.admin,
+        "bob",
+        "Bob's launch deadline is May 5",
+        &axis(8, 0, 0.0),
+        "valid_from => '2026-01-01'",
+    )
+    .await;
+    let alice = db.agent("alice").await;
+    for extra in [
+        ", valid_at => '2026-02-01'",
+        ", known_at => now()",
+        ", known_at => '2026-02-01'",
+    ] {
+        let found = contents(
+            &alice,
+            &format!(
+                "SELECT content FROM engram.search(query_text => 'launch deadline', query_embedding => '{}'{extra})",
+                vec_text(&axis(8, 0, 0.0))
+            ),
+        )
+        .await;
+        assert!(found.is_empty(), "{extra}: {found:?}");
+        let (state, _) = sqlstate(
+            alice
+                .query(
+                    &format!("SELECT * FROM engram.search(owner => 'bob', query_text => 'launch deadline'{extra})"),
+                    &[],
+                )
+                .await,
+        );
+        assert_eq!(state, "42501", "{extra}");
+    }
+}
