@@ -439,3 +439,106 @@ async fn reads_of_the_past_stay_within_the_owner() {
         assert_eq!(state, "42501", "{extra}");
     }
 }
+
+/// Export and import carry the times; a file written before 0.13.0 (no
+/// time columns) imports with the times of its creation.
+#[tokio::test]
+async fn export_and_import_carry_the_times() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    create(
+        a,
+        "alice",
+        "The office was in Lyon",
+        &axis(8, 5, 0.0),
+        "occurred_at => '2019-06-01', valid_from => '2019-06-01', valid_to => '2023-01-01'",
+    )
+    .await;
+    a.batch_execute(
+        "SELECT engram.import_memory(owner => 'zoe', memory => e.memory || jsonb_build_object('id', gen_random_uuid()))
+         FROM engram.export_memories(owner => 'alice') e;
+         SELECT engram.import_memory(owner => 'zoe', memory => e.memory - 'occurred_at' - 'valid_from' - 'valid_to'
+                                     - 'invalidated_at' || jsonb_build_object('id', gen_random_uuid(),
+                                     'content', 'An older export', 'created_at', '2020-02-02T00:00:00Z'))
+         FROM engram.export_memories(owner => 'alice') e;",
+    )
+    .await
+    .unwrap();
+    let rows = a
+        .query(
+            "SELECT content, occurred_at::date::text, valid_from::date::text, valid_to::date::text,
+                    invalidated_at IS NOT NULL
+             FROM engram.memories WHERE owner = 'zoe' ORDER BY content",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, String, String, Option<String>, bool)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "An older export".into(),
+                "2020-02-02".into(),
+                "2020-02-02".into(),
+                None,
+                false
+            ),
+            (
+                "The office was in Lyon".into(),
+                "2019-06-01".into(),
+                "2019-06-01".into(),
+                Some("2023-01-01".into()),
+                true
+            ),
+        ]
+    );
+    // a file whose period ends before it starts is refused, nothing written
+    let (state, _) = sqlstate(
+        a.query(
+            "SELECT engram.import_memory(owner => 'zoe', memory => jsonb_build_object('id', gen_random_uuid(),
+                 'content', 'bad', 'valid_from', '2024-01-01', 'valid_to', '2023-01-01'))",
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(state, "22023");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'zoe'").await,
+        2
+    );
+}
+
+#[test]
+fn the_walkthrough_runs_as_printed() {
+    let db = format!("time_doc_{}", std::process::id());
+    assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
+    assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
+    let script = format!(
+        "CREATE EXTENSION engram CASCADE;\nSET TIME ZONE 'UTC';\n{}",
+        sql_block("docs/TIME_AND_ENTITIES.md", "## Walkthrough: SQL")
+    );
+    let (ok, text) = psql(&db, &script);
+    assert!(ok, "the walkthrough failed:\n{text}");
+    // (each search's result follows its header line and separator)
+    let results: Vec<&str> = text.split("content").skip(1).collect();
+    let now = results[0];
+    assert!(now.contains("June 10") && !now.contains("May 5"), "{text}");
+    let then = results[1];
+    assert!(
+        then.contains("May 5 ") && then.contains("2026-03-01") && !then.contains("June 10"),
+        "{text}"
+    );
+    assert!(text.contains("conflict"), "{text}");
+    assert!(
+        text.contains(r#"["2026-05-04 00:00:00+00","2026-05-11 00:00:00+00")"#),
+        "{text}"
+    );
+    let ranked: Vec<&str> = results[2].lines().filter(|l| l.contains("Decided")).collect();
+    assert_eq!(ranked.len(), 2, "{text}");
+    assert!(ranked[0].contains("Parquet"), "{text}");
+    let _ = psql("postgres", &format!("DROP DATABASE {db}"));
+}
