@@ -1,12 +1,16 @@
 -- engram 0.12.0 -> 0.13.0 (ALTER EXTENSION engram UPDATE TO '0.13.0')
 --
--- 0.13.0 gives memories time (SPEC 13, issue 21): when what they tell
--- happened (occurred_at) and the period their fact held (valid_from,
+-- 0.13.0 gives memories time and an entity index (SPEC 13, issue 21):
+-- when what they tell happened (occurred_at) and the period their fact
+-- held (valid_from,
 -- valid_to; invalidated_at records when valid_to was set). Reads return
 -- what is valid now by default, or at valid_at, or as the store stood at
 -- known_at; a forced correction closes the validity of what it
 -- supersedes; search boosts the memories that happened in the time its
--- query names (engram.time_window).
+-- query names (engram.time_window). The named things memories are about
+-- are indexed per owner (engram.memory_entities, kept by triggers; filled
+-- here for the existing memories) for engram.entities, engram.about and
+-- search(entity => ...).
 --
 -- Existing memories happened and began to hold when they were written
 -- (occurred_at = valid_from = created_at), and those a forced correction
@@ -20,25 +24,9 @@
 --
 -- Built as sql/README.md says: 1. table changes; 2. new Rust functions;
 -- 3. _install_api drops the previous API and loads this one from the
--- library.
+-- library. (The UPDATEs below run on Citus as they are: each joins rows
+-- of one owner.)
 \echo Use "ALTER EXTENSION engram UPDATE TO '0.13.0'" to load this file. \quit
-
--- On a distributed database (Citus) this script drops and creates
--- triggers on distributed tables, which Citus refuses unless told, as
--- engram.distribute() tells it (the triggers keep rows of the same owner,
--- on the same shard group).
-DO $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
-    END IF;
-END
-$$;
-
--- Whether this update ends a chain of hops that began at 0.9.0 or older
--- (see engram--0.11.0--0.12.0.sql): carried to the end of the chain.
-SELECT pg_catalog.set_config('engram_upgrade.chain',
-    coalesce(nullif(pg_catalog.current_setting('engram_upgrade.chain', true), ''), 'false'), true);
 
 -- 1. Table changes: the time columns, filled from created_at by a rewrite.
 ALTER TABLE engram.memories
@@ -73,6 +61,18 @@ WHERE m.valid_to IS NULL AND m.flag_reason ~ '^superseded by [0-9a-f-]{36}$'
 ALTER TABLE engram.memories
     ADD CONSTRAINT memories_valid_period CHECK (valid_to IS NULL OR valid_to >= valid_from);
 
+-- The entity index (derived from the memories by triggers; filled below).
+CREATE TABLE engram.memory_entities (
+    owner     text NOT NULL,
+    memory_id uuid NOT NULL,
+    key       text NOT NULL,
+    name      text NOT NULL,
+    kind      text NOT NULL,
+    CONSTRAINT memory_entities_pkey PRIMARY KEY (owner, memory_id, key)
+);
+CREATE INDEX memory_entities_key ON engram.memory_entities (owner, key);
+ALTER TABLE engram.memory_entities ENABLE ROW LEVEL SECURITY;
+
 -- 2. Rust functions new in 0.13.0.
 CREATE FUNCTION engram."_time_window_bounds"(
 	"query_text" TEXT, /* &str */
@@ -90,21 +90,34 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_window_boosted_wrapper';
 
+CREATE FUNCTION engram."_entities"(
+	"content" TEXT, /* core::option::Option<&str> */
+	"tags" TEXT[] /* core::option::Option<alloc::vec::Vec<core::option::Option<alloc::string::String>>> */
+) RETURNS TABLE (
+	"key" TEXT,  /* alloc::string::String */
+	"name" TEXT,  /* alloc::string::String */
+	"kind" TEXT  /* alloc::string::String */
+)
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_entities_wrapper';
+CREATE FUNCTION engram."_entity_key"(
+	"name" TEXT /* &str */
+) RETURNS TEXT /* alloc::string::String */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_entity_key_wrapper';
+
+-- Existing memories' entities (their triggers come with the API below).
+-- On Citus the table is the coordinator's until engram.distribute() runs
+-- after the update (docs/SCALING.md, "Upgrades"), which moves these rows.
+INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind)
+SELECT m.owner, m.id, x.key, x.name, x.kind FROM engram.memories m, engram._entities(m.content, m.tags) x;
+
 -- 3. The 0.13.0 API, from the library (only when it is 0.13.0), in place of
 -- the loaded 0.12.0 one (extension/sql/drop_api.sql finds it in the catalog).
+-- Since 0.13.0 _install_api also lets Citus take the API's triggers on
+-- distributed tables, and at the end of a chain of hops from 0.9.0 or
+-- older rebuilds the scope lists and recounts usage (the hops before said
+-- and did both themselves).
 SELECT engram._install_api('0.13.0');
-
--- At the end of a chain of hops from 0.9.0 or older: the lists and usage
--- counts the skipped hops never rebuilt (see engram--0.11.0--0.12.0.sql).
-DO $$
-BEGIN
-    IF current_setting('engram_upgrade.chain') = 'true'
-       AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
-                   WHERE p.pronamespace = 'engram'::regnamespace AND p.proname = 'rebuild_lists') THEN
-        IF NOT engram._is_distributed() THEN
-            PERFORM engram.rebuild_lists();
-        END IF;
-        PERFORM engram.recount_usage();
-    END IF;
-END
-$$;

@@ -10,6 +10,8 @@
 //!   audit trail), `DELETE /api/memories/{id}` (soft forget),
 //!   `POST /api/memories/{id}/flag`: the browser's reads and the two
 //!   corrections a person makes.
+//! * `/api/entities?prefix=`, `/api/entities/{name}` (engram.about): the
+//!   browser's entity pages (SPEC 13).
 
 use crate::caller::Caller;
 use crate::db::{DbError, RowExt};
@@ -35,6 +37,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/memories", get(search_memories))
         .route("/api/memories/{id}", get(get_memory).delete(forget_memory))
         .route("/api/memories/{id}/flag", post(flag_memory))
+        .route("/api/entities", get(list_entities))
+        .route("/api/entities/{name}", get(about_entity))
         .with_state(shared)
         .layer(axum::middleware::from_fn(parsed_headers_only))
         // A handler that panics answers 500 with a JSON error instead of
@@ -246,7 +250,8 @@ async fn search_memories(
                 &s,
                 &c,
                 "SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'content', h.content, 'kind', h.kind,
-                        'tags', h.tags, 'score', h.score, 'source', h.source) ORDER BY h.score DESC), '[]')
+                        'tags', h.tags, 'score', h.score, 'source', h.source, 'occurred_at', h.occurred_at)
+                        ORDER BY h.score DESC), '[]')
                  FROM engram.search(query_embedding => $1, query_text => $2, k => $3) h",
                 &[&embedding, &text, &limit],
             ))
@@ -257,13 +262,44 @@ async fn search_memories(
                 &s,
                 &c,
                 "SELECT coalesce(jsonb_agg(jsonb_build_object('id', l.id, 'content', l.content, 'kind', l.kind,
-                        'tags', l.tags, 'source', l.source)), '[]')
+                        'tags', l.tags, 'source', l.source, 'occurred_at', l.occurred_at)), '[]')
                  FROM engram.list(\"limit\" => $1) l",
                 &[&limit],
             ))
             .await?
         }
     };
+    ok(StatusCode::OK, v)
+}
+
+#[derive(Deserialize)]
+struct EntitiesQuery {
+    prefix: Option<String>,
+}
+
+/// The named things the caller's memories are about, most mentioned first.
+async fn list_entities(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Query(q): Query<EntitiesQuery>,
+) -> ApiResult {
+    let v = crate::db::reading(one(
+        &s,
+        &c,
+        "SELECT coalesce(jsonb_agg(to_jsonb(e)), '[]') FROM engram.entities(prefix => $1::text, \"limit\" => 100) e",
+        &[&q.prefix],
+    ))
+    .await?;
+    ok(StatusCode::OK, v)
+}
+
+/// An entity's page: what holds now, what replaced what and when, related entities.
+async fn about_entity(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(name): Path<String>,
+) -> ApiResult {
+    let v = crate::db::reading(one(&s, &c, "SELECT engram.about(entity => $1::text)", &[&name])).await?;
     ok(StatusCode::OK, v)
 }
 

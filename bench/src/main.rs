@@ -15,6 +15,7 @@ mod owners;
 mod retrieval;
 mod stats;
 mod tenants;
+mod time_entities;
 mod vision;
 
 use clap::Parser;
@@ -871,6 +872,11 @@ async fn main() {
             "WARNING: some remember calls did not write (duplicate or conflict): the goal rows compare unequal work"
         );
     }
+    println!();
+    let mut emix = Mixture::new(7, a.dims, a.centroids, a.sigma);
+    let entity_writes = a.writes.max(100);
+    let entity_vecs: Vec<Vector> = (0..2 * entity_writes).map(|_| Vector::from(emix.sample())).collect();
+    time_entities::run(&c, &e, entity_writes, &entity_vecs, &queries).await;
     println!();
     vision::run(&e, a.queries).await;
     if !a.no_mcp {

@@ -513,3 +513,20 @@ ALTER TABLE engram.images ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_holds ENABLE ROW LEVEL SECURITY;
+
+-- The named things each memory is about (since 0.13.0, SPEC 13): people,
+-- organisations, projects, products, places, ids, handles, emails and URLs
+-- found in its content by engram-core's rules, and those its entity:NAME
+-- tags name. `key` folds case and accents ("José", "JOSE" -> "jose").
+-- Derived from the memories by triggers (sql/api/entities.sql), so it is
+-- not dumped: a restore rebuilds it as the memories are loaded.
+CREATE TABLE engram.memory_entities (
+    owner     text NOT NULL,
+    memory_id uuid NOT NULL,
+    key       text NOT NULL,
+    name      text NOT NULL,
+    kind      text NOT NULL,
+    CONSTRAINT memory_entities_pkey PRIMARY KEY (owner, memory_id, key)
+);
+CREATE INDEX memory_entities_key ON engram.memory_entities (owner, key);
+ALTER TABLE engram.memory_entities ENABLE ROW LEVEL SECURITY;

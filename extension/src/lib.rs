@@ -12,6 +12,7 @@ mod binding;
 mod checks;
 mod conflict;
 mod context;
+mod entities;
 mod errors;
 mod gucs;
 mod images;
@@ -67,7 +68,16 @@ extension_sql_file!(
     name = "api_search",
     requires = ["api_memories"]
 );
-extension_sql_file!("../sql/api/quotas.sql", name = "api_quotas", requires = ["api_search"]);
+extension_sql_file!(
+    "../sql/api/entities.sql",
+    name = "api_entities",
+    requires = ["api_search"]
+);
+extension_sql_file!(
+    "../sql/api/quotas.sql",
+    name = "api_quotas",
+    requires = ["api_entities"]
+);
 extension_sql_file!(
     "../sql/api/lifecycle.sql",
     name = "api_lifecycle",

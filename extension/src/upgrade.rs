@@ -15,12 +15,13 @@ use pgrx::prelude::*;
 
 /// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
 /// (a file may use types and functions of the files before it).
-const API_FILES: [&str; 17] = [
+const API_FILES: [&str; 18] = [
     include_str!("../sql/api/helpers.sql"),
     include_str!("../sql/api/search_plans.sql"),
     include_str!("../sql/api/scope_lists.sql"),
     include_str!("../sql/api/memories.sql"),
     include_str!("../sql/api/search.sql"),
+    include_str!("../sql/api/entities.sql"),
     include_str!("../sql/api/quotas.sql"),
     include_str!("../sql/api/lifecycle.sql"),
     include_str!("../sql/api/resources.sql"),
@@ -38,6 +39,33 @@ const API_FILES: [&str; 17] = [
 /// Drops the loaded API's objects, found in the catalog.
 const DROP_API: &str = include_str!("../sql/drop_api.sql");
 
+/// Before the API loads: on a Citus coordinator its triggers go onto
+/// distributed tables, which Citus refuses unless told, as
+/// engram.distribute() tells it (the triggers keep rows of one owner, on
+/// one shard group). (Hops up to 0.12.0 said so themselves.)
+const BEFORE_API: &str = "DO $$ BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
+END $$";
+
+/// After it: at the end of a chain of hops that began at 0.9.0 or older
+/// (the 0.10.0 -> 0.11.0 hop found its previous API missing and set
+/// engram_upgrade.chain, a transaction-local setting, for the rest of the
+/// ALTER EXTENSION), the hops before never loaded their API, so their
+/// rebuilds never ran: the scope lists are empty and usage uncounted. The
+/// last hop, the one that loads this API, does both (the lists on a single
+/// node; a distributed database: docs/SCALING.md, "Upgrades"). (Hops up to
+/// 0.12.0 did it in their own scripts.)
+const AFTER_API: &str = "DO $$ BEGIN
+    IF coalesce(pg_catalog.current_setting('engram_upgrade.chain', true), '') = 'true' THEN
+        IF NOT engram._is_distributed() THEN
+            PERFORM engram.rebuild_lists();
+        END IF;
+        PERFORM engram.recount_usage();
+    END IF;
+END $$";
+
 /// Replaces the loaded API with the API files when `version` is this
 /// library's version; returns whether it did.
 #[pg_extern(volatile)]
@@ -51,9 +79,11 @@ fn _install_api(version: &str) -> bool {
     if version != env!("CARGO_PKG_VERSION") {
         return false;
     }
+    Spi::run(BEFORE_API).unwrap_or_else(|e| error!("engram: preparing the {version} API failed: {e}"));
     Spi::run(DROP_API).unwrap_or_else(|e| error!("engram: dropping the previous API failed: {e}"));
     for file in API_FILES {
         Spi::run(file).unwrap_or_else(|e| error!("engram: loading the {version} API failed: {e}"));
     }
+    Spi::run(AFTER_API).unwrap_or_else(|e| error!("engram: rebuilding after the {version} API failed: {e}"));
     true
 }

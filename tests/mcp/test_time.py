@@ -106,3 +106,29 @@ async def test_tools_refuse_arguments_they_do_not_take(server, owners):
         assert not err, r
         r, err = await call(s, "memory_sessions", lim=5)
         assert not err, r
+
+
+async def test_entities_and_about(server, owners):
+    async with mcp_session(server, owners["tina"]) as s:
+        for content in ["José Díaz leads the Orion project", "Jose Diaz lives in Porto",
+                        "Priya reviews every Orion release"]:
+            r, err = await call(s, "memory_remember", content=content)
+            assert not err and r["status"] == "created", r
+        r, err = await call(s, "memory_entities", prefix="jos")
+        assert not err, r
+        assert [(e["kind"], e["memories"]) for e in r["entities"]] == [("person", 2)], r
+        r, _ = await call(s, "memory_entities")
+        names = {e["name"] for e in r["entities"]}
+        assert {"Orion", "Priya", "Porto"} <= names, r
+        r, err = await call(s, "memory_about", entity="JOSE DIAZ")
+        assert not err and r["entity"]["memories"] == 2, r
+        assert {f["content"] for f in r["facts"]} == {"José Díaz leads the Orion project", "Jose Diaz lives in Porto"}
+        assert {x["name"] for x in r["related"]} == {"Orion", "Porto"}
+        r, _ = await call(s, "memory_search", query="Orion", entity="priya")
+        assert [h["content"] for h in r["results"]] == ["Priya reviews every Orion release"], r
+        r, err = await call(s, "memory_about")
+        assert err and "entity" in r, r
+    # another owner sees none of them
+    async with mcp_session(server, owners["carol"]) as s:
+        r, _ = await call(s, "memory_about", entity="José Díaz")
+        assert r["entity"]["memories"] == 0 and r["facts"] == [], r

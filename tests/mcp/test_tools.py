@@ -8,7 +8,7 @@ from conftest import INITIALIZE, JSON_HEADERS, call, mcp_session, psql, serving
 pytestmark = pytest.mark.anyio
 
 CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "memory_forget", "memory_flag",
-        "memory_list", "memory_consolidate", "memory_crystallize"}
+        "memory_list", "memory_consolidate", "memory_crystallize", "memory_entities", "memory_about"}
 INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal_search",
             "memory_internal_query", "memory_internal_search_by"}
 SHARING = {"memory_grant", "memory_revoke_grant", "memory_publish", "memory_unpublish"}

@@ -1,8 +1,9 @@
 """The memory browser (/ui) in a real headless browser: Debian's Chromium
 driven by its own chromedriver through Selenium (nothing downloads a
 browser). Log in with a token, search, open a memory (revisions, audit
-trail), forget it, add a resource and find it through MCP. The screenshot it
-takes is kept under .engram/artifacts/."""
+trail), forget it, add a resource and find it through MCP; an entity's
+page (what holds now, what changed, related entities) and a search's
+timeline. The screenshots it takes are kept under .engram/artifacts/."""
 
 import os
 
@@ -101,6 +102,56 @@ async def test_browse_search_open_forget_and_add_a_resource(browser):
             assert text == "Gyokuro is brewed at 50 degrees for two minutes"
             hits, err = await call(s, "memory_search", query="how do I brew gyokuro?")
             assert not err and hits["results"][0]["content"] == text, hits
+
+
+async def test_entity_pages_and_the_timeline(browser):
+    db = new_database()
+    agent = psql(db, "SELECT engram.create_token(owner => 'vera', label => 'agent')")
+    with serving(db) as base:
+        async with mcp_session(base, agent) as s:
+            r, _ = await call(s, "memory_remember", content="Vera's team meeting is on Mondays at 9am",
+                              valid_from="2026-01-05")
+            old = r["id"]
+            r, _ = await call(s, "memory_remember", content="Vera's team meeting is on Mondays at 10am",
+                              valid_from="2026-04-06", force=True)
+            assert r["status"] == "created" and r["conflicts"], r
+            await call(s, "memory_remember", kind="episodic", occurred_at="2025-01-10",
+                       content="Vera visited the Lisbon office with Tom Baker")
+            await call(s, "memory_remember", kind="episodic", occurred_at="2026-03-02",
+                       content="Vera presented the roadmap in Lisbon")
+        d = browser
+        d.get(base + "/ui")
+        d.find_element(By.ID, "token").send_keys(agent)
+        d.find_element(By.ID, "login-button").click()
+        wait(d, EC.visibility_of_element_located((By.ID, "app")))
+        # the entity list, and Vera's page: what holds now, what changed, related
+        wait(d, lambda d: [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-list .entity-link") if e.text == "Vera"])
+        [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-list .entity-link") if e.text == "Vera"][0].click()
+        wait(d, EC.visibility_of_element_located((By.ID, "entity")))
+        wait(d, lambda d: d.find_element(By.ID, "entity-name").text == "Vera")
+        facts = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entity-facts li")]
+        assert any("10am" in f for f in facts) and not any("9am" in f for f in facts), facts
+        changes = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entity-history li")]
+        assert len(changes) == 1 and "9am" in changes[0] and "2026-04-06" in changes[0], changes
+        assert "replaced by: Vera's team meeting is on Mondays at 10am" in changes[0], changes
+        related = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link")]
+        assert "Lisbon" in related and "Tom Baker" in related, related
+        # a related entity opens its own page
+        [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link") if e.text == "Tom Baker"][0].click()
+        wait(d, lambda d: d.find_element(By.ID, "entity-name").text == "Tom Baker")
+        # a search's timeline lists its results by when they happened
+        q = d.find_element(By.ID, "query")
+        q.clear()
+        q.send_keys("Vera Lisbon")
+        d.find_element(By.ID, "search-button").click()
+        wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline li")) >= 2)
+        items = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#timeline li")]
+        lisbon = [i for i in items if "Lisbon" in i]
+        assert lisbon[0].startswith("2025-01-10") and "visited" in lisbon[0], items
+        assert lisbon[1].startswith("2026-03-02"), items
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        assert d.save_screenshot(os.path.join(ARTIFACTS, "ui-entity.png"))
+    assert old
 
 
 def test_ui_page_forbids_scripts_from_elsewhere_and_framing():

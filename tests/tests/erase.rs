@@ -28,7 +28,8 @@ async fn rows_of(db: &TestDb, owner: &str) -> Vec<(String, i64)> {
 
 /// Everything an owner can leave behind: memories with tags and revisions,
 /// access counts, an event, a publication, a slot, a workspace with a state,
-/// ghost settings, grants both ways, a group membership, a token, a miss.
+/// ghost settings, grants both ways, a group membership, a token, a miss,
+/// entities (Vera, Lyon).
 async fn populate(db: &TestDb, owner: &str, other: &str) {
     let id = create(
         &db.admin,
@@ -41,7 +42,7 @@ async fn populate(db: &TestDb, owner: &str, other: &str) {
     create(
         &db.admin,
         owner,
-        &format!("{owner} plays chess"),
+        &format!("{owner} plays chess with Vera in Lyon"),
         &[0.0, 1.0, 0.0, 0.0],
         "",
     )

@@ -542,3 +542,40 @@ fn the_walkthrough_runs_as_printed() {
     assert!(ranked[0].contains("Parquet"), "{text}");
     let _ = psql("postgres", &format!("DROP DATABASE {db}"));
 }
+
+#[test]
+fn the_entities_walkthrough_runs_as_printed() {
+    let db = format!("entities_doc_{}", std::process::id());
+    assert!(psql("postgres", &format!("DROP DATABASE IF EXISTS {db}")).0);
+    assert!(psql("postgres", &format!("CREATE DATABASE {db}")).0);
+    // the time walkthrough first: the entities one continues in its database
+    let script = format!(
+        "CREATE EXTENSION engram CASCADE;\nSET TIME ZONE 'UTC';\n{}\n{}",
+        sql_block("docs/TIME_AND_ENTITIES.md", "## Walkthrough: SQL"),
+        sql_block("docs/TIME_AND_ENTITIES.md", "## Walkthrough: entities")
+    );
+    let (ok, text) = psql(&db, &script);
+    assert!(ok, "the walkthrough failed:\n{text}");
+    let listed = text.split("name").nth(1).unwrap_or_default();
+    for line in [
+        "Apollo          | project |        3",
+        "Jose Diaz       | person  |        2",
+        "Porto           | place   |        1",
+        "Rocket Espresso | product |        1",
+    ] {
+        assert!(listed.contains(line), "entities lack {line:?}:\n{text}");
+    }
+    assert!(
+        text.contains(r#""content": "José Díaz leads the Apollo project""#),
+        "{text}"
+    );
+    assert!(text.contains(r#""name": "Apollo""#), "related: {text}");
+    let history = text.split("apollo_history").nth(1).unwrap_or_default();
+    assert!(history.contains("May 5") && history.contains("2026-03-01"), "{text}");
+    let searched = text.rsplit("content").next().unwrap_or_default();
+    assert!(
+        searched.contains("Jose Diaz moved to Porto in May") && searched.contains("(1 row)"),
+        "{text}"
+    );
+    let _ = psql("postgres", &format!("DROP DATABASE {db}"));
+}

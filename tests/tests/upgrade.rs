@@ -920,6 +920,7 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
         ("The launch deadline is June 10", "[1,0.01,0,0]", true),
         ("The office rent is 2000 euros a month", "[0,0,1,0]", false),
         ("The office rent is 2400 euros a month", "[0,0,1,0.01]", true),
+        ("Priya owns ticket OPS-4521", "[0,1,0,0]", false),
     ] {
         let id: Uuid = old
             .query_one(&remember(content, embedding, force), &[])
@@ -944,7 +945,7 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
             "SELECT count(*) FROM engram.memories WHERE occurred_at = created_at AND valid_from = created_at"
         )
         .await,
-        4
+        5
     );
     // ...and the superseded ones stopped holding when their successors were written.
     for (gone, successor) in [(ids[0], ids[1]), (ids[2], ids[3])] {
@@ -962,7 +963,7 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
     }
     assert_eq!(
         count_on(&old, "SELECT count(*) FROM engram.memories WHERE valid_to IS NULL").await,
-        2
+        3
     );
     let now: Vec<String> = column(
         &old,
@@ -980,4 +981,23 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
     )
     .await;
     assert_eq!(then, vec!["The launch deadline is May 5"]);
+    // The entities of the memories written before are indexed...
+    let indexed: Vec<String> = column(
+        &old,
+        "SELECT kind || ':' || name FROM engram.memory_entities WHERE owner = 'alice' ORDER BY 1",
+    )
+    .await;
+    assert_eq!(indexed, vec!["id:OPS-4521", "person:Priya"]);
+    // ...and new ones by the 0.13.0 triggers.
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'Vera approved the office rent', embedding => '[0,0,0,1]')",
+    )
+    .await
+    .unwrap();
+    let about: serde_json::Value = old
+        .query_one("SELECT engram.about(owner => 'alice', entity => 'vera')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(about["entity"]["memories"], 1);
 }

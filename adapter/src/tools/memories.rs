@@ -56,6 +56,9 @@ pub struct SearchArgs {
     pub known_at: Option<String>,
     /// The moment relative times in the query ("last week", "yesterday") are read from (ISO 8601); default now.
     pub reference_time: Option<String>,
+    /// Only memories about this person, project, place or thing (memory_entities lists them; case and accents
+    /// ignored).
+    pub entity: Option<String>,
 }
 
 /// What a search keeps and when it answers for (memory_search's kinds,
@@ -67,6 +70,7 @@ pub(super) struct Filters {
     pub valid_at: Option<String>,
     pub known_at: Option<String>,
     pub reference_time: Option<String>,
+    pub entity: Option<String>,
 }
 
 impl From<SearchArgs> for Filters {
@@ -77,6 +81,7 @@ impl From<SearchArgs> for Filters {
             valid_at: a.valid_at,
             known_at: a.known_at,
             reference_time: a.reference_time,
+            entity: a.entity,
         }
     }
 }
@@ -506,7 +511,8 @@ impl EngramServer {
         let valid_at = moment("valid_at", f.valid_at.as_deref())?;
         let known_at = moment("known_at", f.known_at.as_deref())?;
         let reference_time = moment("reference_time", f.reference_time.as_deref())?;
-        let (kinds, tags) = (f.kinds, f.tags);
+        let (kinds, tags, entity) = (f.kinds, f.tags, f.entity);
+        check_opt("entity", entity.as_deref(), 200)?;
         let embedding = self.embed(c, query).await?;
         // The window is read once more by the database, with the session's time zone; the
         // answer carries the one the search used.
@@ -515,8 +521,8 @@ impl EngramServer {
         let (rows, window) = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show, as it is now.
             (None, Some((ghost_type, ghost_id))) => {
-                if valid_at.is_some() || known_at.is_some() {
-                    return Err("A ghost shows what holds now; leave valid_at and known_at out.".into());
+                if valid_at.is_some() || known_at.is_some() || entity.is_some() {
+                    return Err("A ghost shows what holds now; leave valid_at, known_at and entity out.".into());
                 }
                 let rows = self
                     .shared
@@ -546,7 +552,7 @@ impl EngramServer {
                              FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
                                  tags_all => $5, internal_type => $6, scope_tags => $7,
                                  valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
-                                 reference_time => $10::text::timestamptz)"
+                                 reference_time => $10::text::timestamptz, entity => $11::text)"
                         ),
                         &[
                             &embedding,
@@ -559,6 +565,7 @@ impl EngramServer {
                             &valid_at,
                             &known_at,
                             &reference_time,
+                            &entity,
                         ],
                     )
                     .await;

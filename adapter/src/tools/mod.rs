@@ -1,11 +1,12 @@
 //! The MCP tools, one module per tool group: `memories` (ToolHive's nine
-//! core tools), `internal` (remember-mcp's five), `sharing`, `slots`,
+//! core tools) and `entities` (SPEC 13's two), `internal` (remember-mcp's five), `sharing`, `slots`,
 //! `workspace` and `events` (SPEC 9), and `vision` (SPEC 11, with
 //! `--vision`). Each tool validates its arguments,
 //! embeds text when needed, and calls exactly one engram SQL function
 //! through [`EngramServer::sql`], the shared path; every rule about memories
 //! lives in the extension.
 
+mod entities;
 mod events;
 mod internal;
 mod memories;
@@ -374,6 +375,7 @@ impl EngramServer {
             shared,
             subscribed: Default::default(),
             tool_router: Self::memories_router()
+                + Self::entities_router()
                 + Self::internal_router()
                 + Self::sharing_router()
                 + Self::slots_router()

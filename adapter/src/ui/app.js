@@ -59,7 +59,78 @@ async function start() {
   showApp(true);
   $("who").textContent = sessionStorage.getItem("engram.actAs") ? "acting as " + sessionStorage.getItem("engram.actAs") : "";
   await search();
+  await loadEntities();
   await loadResources();
+}
+
+// A timestamp as its date and minute, in UTC ("2026-05-06 15:00").
+function when(t) {
+  return t ? String(t).replace("T", " ").slice(0, 16) : "";
+}
+
+// The hits of a search by when they happened, oldest first.
+function timeline(hits) {
+  const ol = $("timeline");
+  ol.replaceChildren();
+  const dated = hits.filter((h) => h.occurred_at).sort((a, b) => String(a.occurred_at).localeCompare(String(b.occurred_at)));
+  for (const h of dated) {
+    const li = el("li", null, "timeline-item");
+    li.appendChild(el("time", when(h.occurred_at)));
+    li.appendChild(el("span", " " + h.content));
+    ol.appendChild(li);
+  }
+}
+
+function entityLink(name, kind, count) {
+  const li = el("li");
+  const a = el("a", name, "entity-link");
+  a.dataset.name = name;
+  a.addEventListener("click", () => openEntity(name));
+  li.appendChild(a);
+  if (kind) li.appendChild(el("span", kind, "source"));
+  if (count !== undefined) li.appendChild(el("span", " " + count + (count === 1 ? " memory" : " memories")));
+  return li;
+}
+
+async function loadEntities() {
+  const ul = $("entity-list");
+  ul.replaceChildren();
+  try {
+    for (const e of await api("GET", "/api/entities")) ul.appendChild(entityLink(e.name, e.kind, e.memories));
+  } catch (e) {
+    ul.appendChild(el("li", "Could not list entities: " + e.message));
+  }
+}
+
+async function openEntity(name) {
+  try {
+    const d = await api("GET", "/api/entities/" + encodeURIComponent(name));
+    $("entity-name").textContent = d.entity.name;
+    $("entity-summary").textContent = (d.entity.kind || "unknown") + " · " + d.entity.memories +
+      (d.entity.memories === 1 ? " memory" : " memories");
+    const facts = $("entity-facts");
+    facts.replaceChildren();
+    for (const f of d.facts) {
+      const li = el("li", null, "entity-fact");
+      li.appendChild(el("span", f.content));
+      li.appendChild(el("span", " since " + when(f.valid_from), "source"));
+      facts.appendChild(li);
+    }
+    const history = $("entity-history");
+    history.replaceChildren();
+    for (const h of d.history) {
+      const by = d.facts.find((f) => f.id === h.superseded_by);
+      const text = h.content + " — held " + when(h.valid_from) + " to " + when(h.valid_to) +
+        (by ? ", replaced by: " + by.content : "");
+      history.appendChild(el("li", text, "entity-change"));
+    }
+    const related = $("entity-related");
+    related.replaceChildren();
+    for (const r of d.related) related.appendChild(entityLink(r.name, r.kind, r.memories));
+    $("entity").hidden = false;
+  } catch (e) {
+    status("Could not open the entity: " + e.message, true);
+  }
 }
 
 function tags(li, list) {
@@ -84,6 +155,7 @@ async function search(event) {
       tags(li, h.tags);
       ul.appendChild(li);
     }
+    timeline(hits);
     status(hits.length + (hits.length === 1 ? " memory" : " memories"));
   } catch (e) {
     status("Search failed: " + e.message, true);

@@ -320,6 +320,14 @@ fn cue(p: &Parsed, shared: &BTreeSet<&String>) -> Cue {
     }
 }
 
+/// Whether the two texts name one entity (by its case- and accent-folded key).
+fn shares_entity(a: &str, b: &str) -> bool {
+    let theirs = crate::entities::extract(b);
+    crate::entities::extract(a)
+        .iter()
+        .any(|e| theirs.iter().any(|t| t.key == e.key))
+}
+
 /// The reasons `new_text` conflicts with `old_text`, given their cosine
 /// similarity and the conflict threshold; empty when it does not.
 pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> Vec<Reason> {
@@ -329,7 +337,10 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
     }
     let (n, o) = (parse(new_text), parse(old_text));
     let shared_words: BTreeSet<&String> = n.subject.intersection(&o.subject).collect();
-    let shared = shared_words.len();
+    // A named thing both texts are about (a person, a project, a ticket:
+    // crate::entities) says more about their subject than a common noun:
+    // it counts as one more shared subject word.
+    let shared = shared_words.len() + usize::from(shares_entity(new_text, old_text));
     let smaller = n.subject.len().min(o.subject.len()).max(1);
     // The same statement: two subject words or more in common, and most of
     // the shorter text's.
@@ -456,6 +467,17 @@ mod tests {
         .is_empty());
         assert_eq!(normalise("9pm"), "21:00");
         assert_eq!(normalise("nine"), "9");
+    }
+
+    #[test]
+    fn a_shared_entity_strengthens_the_subject() {
+        // one shared word and a weak cue: not enough on its own...
+        assert!(names("the office now opens at noon", "the office plan is ready", 0.6).is_empty());
+        // ...but a shared person is the same subject
+        assert_eq!(
+            names("Vera now drinks sencha", "Vera's favourite tea is gyokuro", 0.6),
+            vec!["correction"]
+        );
     }
 
     #[test]

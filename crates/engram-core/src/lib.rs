@@ -12,6 +12,7 @@ pub mod blocks;
 pub mod conflict;
 pub mod context;
 pub mod cursor;
+pub mod entities;
 pub mod error;
 pub mod images;
 pub mod policy;

@@ -10,7 +10,8 @@ CREATE FUNCTION engram._distributed_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $fn$
     SELECT ARRAY['memories', 'workspaces', 'images', 'revisions', 'memory_access', 'audit_log',
                  'ghost_settings', 'grants', 'publications', 'owner_locks', 'slots', 'states', 'events',
-                 'misses', 'scope_entries', 'scope_blocks', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds']
+                 'misses', 'scope_entries', 'scope_blocks', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds',
+                 'memory_entities']
 $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]

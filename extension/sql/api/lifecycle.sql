@@ -82,7 +82,8 @@ $fn$;
 
 -- Right to erasure for a whole owner, for DBAs: every row that belongs to
 -- `owner` goes in one transaction: memories (their revisions, events and
--- publications by foreign key, their scope-list entries by trigger), access
+-- publications by foreign key, their scope-list entries and entities by
+-- trigger), access
 -- statistics, misses, slots, workspaces and states, ghost settings, grants
 -- given by or to the owner, group memberships, tokens, and the owner's
 -- audit rows. What stays is one audit row recording the erasure (who, when,
@@ -142,6 +143,7 @@ BEGIN
     DELETE FROM engram.images i WHERE i.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('images', n);
+    DELETE FROM engram.memory_entities e WHERE e.owner = v_owner;  -- (their memories' triggers took them)
     DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
     DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
     DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;

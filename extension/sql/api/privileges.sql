@@ -13,7 +13,7 @@ GRANT USAGE ON SCHEMA engram TO engram_agent;
 GRANT SELECT ON engram.memories, engram.revisions, engram.memory_access, engram.audit_log,
                engram.ghost_settings, engram.grants, engram.publications, engram.slots,
                engram.workspaces, engram.states, engram.events, engram.misses,
-               engram.images, engram.image_data, engram.image_embeddings TO engram_agent;
+               engram.images, engram.image_data, engram.image_embeddings, engram.memory_entities TO engram_agent;
 CREATE POLICY owner_isolation ON engram.memories FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.revisions FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.memory_access FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
@@ -29,6 +29,7 @@ CREATE POLICY owner_isolation ON engram.misses FOR SELECT TO engram_agent USING 
 CREATE POLICY owner_isolation ON engram.images FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.image_data FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 CREATE POLICY owner_isolation ON engram.image_embeddings FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
+CREATE POLICY owner_isolation ON engram.memory_entities FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
 REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer, integer, integer) FROM PUBLIC;

@@ -225,10 +225,11 @@ $fn$;
 -- ranking is _search's (rank fusion of a vector and a text leg, trust,
 -- staleness, the window boost). The vector leg compares each memory's
 -- current embedding (revisions keep none); the text leg reads the content
--- of then.
+-- of then. p_ids (when not NULL) keeps those memories only: a search about
+-- an entity is this pass over the memories that name it, as of now.
 CREATE FUNCTION engram._search_as_of(
     s engram.read_scope, p_known_at timestamptz, p_embedding vector, p_text text, p_k integer,
-    p_min_similarity real, p_window tstzrange)
+    p_min_similarity real, p_window tstzrange, p_ids uuid[] DEFAULT NULL)
 RETURNS engram.search_hit[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -265,6 +266,7 @@ BEGIN
             WHERE r.owner = m.owner AND r.memory_id = m.id AND r.written_at <= p_known_at AND r.replaced_at > p_known_at
             ORDER BY r.revision LIMIT 1) v ON true
         WHERE m.owner = s.owner AND m.created_at <= p_known_at
+          AND (p_ids IS NULL OR m.id = ANY (p_ids))
           AND (m.status = 'active' OR m.archived_at > p_known_at)
           AND (m.expires_at IS NULL OR m.expires_at > p_known_at)
           AND (CASE WHEN s.internal_type IS NULL THEN m.internal_type IS NULL ELSE m.internal_type = s.internal_type END)
@@ -327,7 +329,8 @@ CREATE FUNCTION engram.search(
     include_archived boolean DEFAULT false,
     valid_at timestamptz DEFAULT NULL,
     known_at timestamptz DEFAULT NULL,
-    reference_time timestamptz DEFAULT NULL)
+    reference_time timestamptz DEFAULT NULL,
+    entity text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
                score real, trust_score real, staleness_score real, created_at timestamptz, source text,
                occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz, time_window tstzrange)
@@ -336,6 +339,7 @@ DECLARE
     v_owner  text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
     v_hits   engram.search_hit[];
     v_scope  engram.read_scope;
+    v_ids    uuid[];
     -- The time the query names, read against reference_time (default: now,
     -- or known_at when answering as the store stood then).
     v_window tstzrange := engram.time_window(search.query_text,
@@ -353,9 +357,14 @@ BEGIN
             nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
             search.tags_any, search.session_id, search.created_after, search.created_before,
             NULL, NULL, NULL, search.valid_at)::engram.read_scope;
-    IF search.known_at IS NOT NULL AND search.known_at < now() THEN
+    IF search.entity IS NOT NULL THEN
+        PERFORM engram._check_entity('entity', search.entity);
+        -- (none when the entity is unknown: nothing is about it)
+        v_ids := engram._entity_memories(v_owner, search.entity);
+    END IF;
+    IF (search.known_at IS NOT NULL AND search.known_at < now()) OR v_ids IS NOT NULL THEN
         IF search.include_archived THEN
-            RAISE EXCEPTION 'known_at answers as the store stood then, with what was active then; pass include_archived => false with it'
+            RAISE EXCEPTION 'known_at and entity read what is (or was) active; pass include_archived => false with them'
                 USING ERRCODE = '22023';
         END IF;
         IF search.query_text IS NULL AND search.query_embedding IS NULL THEN
@@ -363,8 +372,8 @@ BEGIN
                 USING ERRCODE = '22004';
         END IF;
         PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
-        v_hits := engram._search_as_of(v_scope, search.known_at, search.query_embedding, search.query_text,
-                                       search.k, search.min_similarity, v_window);
+        v_hits := engram._search_as_of(v_scope, least(coalesce(search.known_at, now()), now()), search.query_embedding,
+                                       search.query_text, search.k, search.min_similarity, v_window, v_ids);
     ELSE
         v_hits := engram._search(v_scope, search.query_embedding, search.query_text, search.k,
                                  search.min_similarity, v_window);

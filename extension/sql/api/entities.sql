@@ -1,0 +1,189 @@
+---------------------------------------------------------------------------
+-- entities (SPEC 13): the named things memories are about
+---------------------------------------------------------------------------
+
+-- Keeps engram.memory_entities equal to what the memories name (engram-core's
+-- rules over the content, and entity:NAME tags): a new memory's entities
+-- are indexed, a changed content, tag set or id re-indexes them, a deleted
+-- memory's go with it. Every write path goes through these triggers: the
+-- API, a DBA's INSERT, a restore, an import.
+CREATE FUNCTION engram._entities_indexed() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        DELETE FROM engram.memory_entities e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind)
+        SELECT NEW.owner, NEW.id, x.key, x.name, x.kind FROM engram._entities(NEW.content, NEW.tags) x;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION engram._entities_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    TRUNCATE engram.memory_entities;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER entities_insert AFTER INSERT ON engram.memories
+    FOR EACH ROW EXECUTE FUNCTION engram._entities_indexed();
+CREATE TRIGGER entities_update AFTER UPDATE OF owner, id, content, tags ON engram.memories
+    FOR EACH ROW WHEN (OLD.content IS DISTINCT FROM NEW.content OR OLD.tags IS DISTINCT FROM NEW.tags
+                       OR OLD.id <> NEW.id OR OLD.owner <> NEW.owner)
+    EXECUTE FUNCTION engram._entities_indexed();
+CREATE TRIGGER entities_delete AFTER DELETE ON engram.memories
+    FOR EACH ROW EXECUTE FUNCTION engram._entities_indexed();
+CREATE TRIGGER entities_truncate AFTER TRUNCATE ON engram.memories
+    FOR EACH STATEMENT EXECUTE FUNCTION engram._entities_truncated();
+
+-- An entity name a caller gives (entity, prefix): at most 200 characters.
+CREATE FUNCTION engram._check_entity(p_name text, p_value text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF p_value IS NOT NULL AND char_length(p_value) > 200 THEN
+        RAISE EXCEPTION '% is % characters; an entity name is at most 200', p_name, char_length(p_value)
+            USING ERRCODE = '22001';
+    END IF;
+END
+$fn$;
+
+-- The ids of the owner's memories that name entity p_entity (matched by
+-- its key: case and accents folded).
+CREATE FUNCTION engram._entity_memories(p_owner text, p_entity text) RETURNS uuid[]
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN ARRAY(SELECT e.memory_id FROM engram.memory_entities e
+                 WHERE e.owner = p_owner AND e.key = engram._entity_key(p_entity));
+END
+$fn$;
+
+-- The entities of the owner's active normal memories (those whose key
+-- starts with p_prefix, is one of p_keys, or is named by memories p_ids;
+-- NULL: no such condition): each with the name it is most often written
+-- as (on a tie, the latest written), its most frequent kind other than
+-- `thing` (a name that is a project in one memory and a bare name in two
+-- is a project), how many memories name it, and when the first and last
+-- of those happened.
+CREATE FUNCTION engram._entity_summary(p_owner text, p_prefix text, p_keys text[], p_ids uuid[])
+RETURNS TABLE (key text, name text, kind text, memories bigint, first_seen timestamptz, last_seen timestamptz)
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN QUERY
+    WITH x AS (
+        SELECT e.key, e.name, e.kind, m.occurred_at, m.created_at
+        FROM engram.memory_entities e
+        JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id
+        WHERE e.owner = p_owner
+          AND (p_prefix IS NULL OR starts_with(e.key, p_prefix))
+          AND (p_keys IS NULL OR e.key = ANY (p_keys))
+          AND (p_ids IS NULL OR e.memory_id = ANY (p_ids))
+          AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.internal_type IS NULL
+    ), names AS (
+        SELECT DISTINCT ON (y.key) y.key, y.name
+        FROM (SELECT x.key, x.name, count(*) AS n, max(x.created_at) AS latest FROM x GROUP BY x.key, x.name) y
+        ORDER BY y.key, y.n DESC, y.latest DESC, y.name
+    ), kinds AS (
+        SELECT DISTINCT ON (y.key) y.key, y.kind
+        FROM (SELECT x.key, x.kind, count(*) AS n FROM x GROUP BY x.key, x.kind) y
+        ORDER BY y.key, y.kind = 'thing', y.n DESC, y.kind
+    ), totals AS (
+        SELECT x.key, count(*) AS n, min(x.occurred_at) AS first_at, max(x.occurred_at) AS last_at
+        FROM x GROUP BY x.key
+    )
+    SELECT t.key, n.name, k.kind, t.n, t.first_at, t.last_at
+    FROM totals t JOIN names n ON n.key = t.key JOIN kinds k ON k.key = t.key;
+END
+$fn$;
+
+-- The named things the owner's memories are about, most mentioned first:
+-- each entity's usual name and kind, how many of the owner's active
+-- memories name it, and when the first and last of them happened.
+-- `prefix` keeps the names that start with it (case and accents folded).
+CREATE FUNCTION engram.entities(owner text DEFAULT NULL, prefix text DEFAULT NULL, "limit" integer DEFAULT 50)
+RETURNS TABLE (name text, kind text, memories bigint, first_seen timestamptz, last_seen timestamptz)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner  text := engram._caller(entities.owner, NULL, NULL, false);
+    v_prefix text;
+    v_limit  integer := least(greatest(coalesce(entities."limit", 50), 1), 1000);
+BEGIN
+    PERFORM engram._check_entity('prefix', entities.prefix);
+    v_prefix := engram._entity_key(nullif(btrim(entities.prefix), ''));
+    RETURN QUERY
+    SELECT x.name, x.kind, x.memories, x.first_seen, x.last_seen
+    FROM engram._entity_summary(v_owner, v_prefix, NULL, NULL) x
+    ORDER BY x.memories DESC, x.last_seen DESC, x.key
+    LIMIT v_limit;
+END
+$fn$;
+
+-- What the owner's memories say about one entity (SPEC 13), as jsonb:
+--   entity:  {name, kind, memories} (the usual name and kind; memories 0
+--            when none names it);
+--   facts:   [{id, content, occurred_at, valid_from, valid_to}], the active
+--            memories naming it that are valid now, newest first (at most
+--            `limit`);
+--   related: [{name, kind, memories}], the entities named in the same
+--            memories, most shared first (at most 10);
+--   history: [{id, content, valid_from, valid_to, superseded_by}], the
+--            memories naming it that no longer hold, latest end first:
+--            what replaced what, and when.
+CREATE FUNCTION engram.about(owner text DEFAULT NULL, entity text DEFAULT NULL, "limit" integer DEFAULT 20)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner   text := engram._caller(about.owner, NULL, NULL, false);
+    v_limit   integer := least(greatest(coalesce(about."limit", 20), 1), 100);
+    v_key     text;
+    v_ids     uuid[];
+    v_entity  jsonb;
+    v_facts   jsonb;
+    v_related jsonb;
+    v_history jsonb;
+BEGIN
+    IF nullif(btrim(about.entity), '') IS NULL THEN
+        RAISE EXCEPTION 'entity is required: the name of a person, project, place or thing (engram.entities lists the names your memories hold)'
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM engram._check_entity('entity', about.entity);
+    v_key := engram._entity_key(about.entity);
+    -- One statement per table (on Citus each runs on the owner's shard).
+    v_ids := engram._entity_memories(v_owner, about.entity);
+    SELECT jsonb_build_object('name', x.name, 'kind', x.kind, 'memories', x.memories)
+    INTO v_entity
+    FROM engram._entity_summary(v_owner, NULL, ARRAY[v_key], NULL) x;
+    SELECT jsonb_agg(jsonb_build_object('id', f.id, 'content', f.content, 'occurred_at', f.occurred_at,
+                                        'valid_from', f.valid_from, 'valid_to', f.valid_to)
+                     ORDER BY f.occurred_at DESC, f.id)
+    INTO v_facts
+    FROM (SELECT m.id, m.content, m.occurred_at, m.valid_from, m.valid_to FROM engram.memories m
+          WHERE m.owner = v_owner AND m.id = ANY (v_ids)
+            AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.internal_type IS NULL
+            AND m.valid_from <= now() AND (m.valid_to IS NULL OR m.valid_to > now())
+          ORDER BY m.occurred_at DESC, m.id LIMIT v_limit) f;
+    SELECT jsonb_agg(jsonb_build_object('id', h.id, 'content', h.content, 'valid_from', h.valid_from,
+                                        'valid_to', h.valid_to, 'superseded_by', h.superseded_by)
+                     ORDER BY h.valid_to DESC, h.id)
+    INTO v_history
+    FROM (SELECT m.id, m.content, m.valid_from, m.valid_to,
+                 CASE WHEN m.flag_reason ~ '^superseded by [0-9a-f-]{36}$' THEN substr(m.flag_reason, 15) END AS superseded_by
+          FROM engram.memories m
+          WHERE m.owner = v_owner AND m.id = ANY (v_ids)
+            AND m.status = 'active' AND m.internal_type IS NULL AND m.valid_to <= now()
+          ORDER BY m.valid_to DESC, m.id LIMIT v_limit) h;
+    SELECT jsonb_agg(jsonb_build_object('name', r.name, 'kind', r.kind, 'memories', r.memories)
+                     ORDER BY r.memories DESC, r.key)
+    INTO v_related
+    FROM (SELECT x.* FROM engram._entity_summary(v_owner, NULL, NULL, v_ids) x
+          WHERE x.key <> v_key ORDER BY x.memories DESC, x.key LIMIT 10) r;
+    RETURN jsonb_build_object(
+        'entity', coalesce(v_entity, jsonb_build_object('name', about.entity, 'kind', NULL, 'memories', 0)),
+        'facts', coalesce(v_facts, '[]'),
+        'related', coalesce(v_related, '[]'),
+        'history', coalesce(v_history, '[]'));
+END
+$fn$;

@@ -1,0 +1,302 @@
+//! Entities (SPEC 13): engram-core's rules measured on labelled sets, the
+//! per-owner index the memories' triggers keep, engram.entities,
+//! engram.about and search(entity => ...), under RLS and erase.
+
+use engram_core::entities::{extract, key};
+use engram_tests::*;
+use serde_json::Value;
+
+/// (precision, recall, share of found entities with the right kind) of
+/// the rules on a labelled set; prints each miss.
+fn measure(file: &str, data: &str) -> (f64, f64, f64) {
+    let data: Value = serde_json::from_str(data).unwrap();
+    let (mut tp, mut fp, mut missed, mut kind_ok) = (0, 0, 0, 0);
+    for item in data["items"].as_array().unwrap() {
+        let text = item["text"].as_str().unwrap();
+        let want: Vec<(String, &str)> = item["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (key(e[0].as_str().unwrap()), e[1].as_str().unwrap()))
+            .collect();
+        let got = extract(text);
+        for g in &got {
+            match want.iter().find(|w| w.0 == g.key) {
+                Some(w) if w.1 == g.kind.name() => (tp, kind_ok) = (tp + 1, kind_ok + 1),
+                Some(w) => {
+                    tp += 1;
+                    eprintln!(
+                        "{file}: kind {} for {:?} (labelled {}) in {text:?}",
+                        g.kind.name(),
+                        g.name,
+                        w.1
+                    );
+                }
+                None => {
+                    fp += 1;
+                    eprintln!("{file}: extra {:?} in {text:?}", g.name);
+                }
+            }
+        }
+        for w in &want {
+            if !got.iter().any(|g| g.key == w.0) {
+                missed += 1;
+                eprintln!("{file}: missed {:?} in {text:?}", w.0);
+            }
+        }
+    }
+    let f = |a: i32, b: i32| f64::from(a) / f64::from(b.max(1));
+    let result = (f(tp, tp + fp), f(tp, tp + missed), f(kind_ok, tp));
+    eprintln!(
+        "{file}: precision {:.3}, recall {:.3}, kind right {:.3} ({tp} found, {fp} extra, {missed} missed)",
+        result.0, result.1, result.2
+    );
+    result
+}
+
+/// tests/data/entities.json was written with the rules (by the same
+/// hands): it shows what they are meant to do. entities_heldout.json was
+/// written by a separate session that never saw them (its `about` says
+/// how): the figures that count. Measured 2026-11-26: precision 0.933,
+/// recall 0.954, kind right 0.783 on the held-out set. The floors catch a
+/// regression.
+#[test]
+fn extraction_precision_and_recall_on_the_labelled_sets() {
+    let own = measure("entities.json", include_str!("../data/entities.json"));
+    assert!(own.0 >= 0.95 && own.1 >= 0.95, "{own:?}");
+    let held_out = measure("entities_heldout.json", include_str!("../data/entities_heldout.json"));
+    assert!(
+        held_out.0 >= 0.9 && held_out.1 >= 0.9 && held_out.2 >= 0.75,
+        "{held_out:?}"
+    );
+}
+
+async fn entity_names(c: &impl Sql, sql: &str) -> Vec<(String, String, i64)> {
+    c.query(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_index_follows_every_write() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let tea = create(a, "alice", "José Díaz drinks gyokuro with Vera", &axis(4, 0, 0.0), "").await;
+    create(
+        a,
+        "alice",
+        "Jose Diaz moved the Apollo project review",
+        &axis(4, 1, 0.0),
+        "",
+    )
+    .await;
+    create(
+        a,
+        "alice",
+        "The kettle broke again",
+        &axis(4, 2, 0.0),
+        "tags => '{entity:product:Kettle Pro}'",
+    )
+    .await;
+    let all = entity_names(a, "SELECT name, kind, memories FROM engram.entities(owner => 'alice')").await;
+    // case and accents fold into one entity, named as most often written
+    assert_eq!(all[0].2, 2, "{all:?}");
+    assert_eq!(key(&all[0].0), "jose diaz");
+    assert!(all.iter().any(|e| e.0 == "Vera" && e.1 == "person"), "{all:?}");
+    assert!(all.iter().any(|e| e.0 == "Apollo" && e.1 == "project"), "{all:?}");
+    assert!(all.iter().any(|e| e.0 == "Kettle Pro" && e.1 == "product"), "{all:?}");
+    let prefixed = entity_names(
+        a,
+        "SELECT name, kind, memories FROM engram.entities(owner => 'alice', prefix => 'jos')",
+    )
+    .await;
+    assert_eq!(prefixed.len(), 1);
+    // an update re-indexes, a hard forget removes
+    a.execute(
+        "SELECT engram.update(owner => 'alice', id => $1, content => 'Marta drinks gyokuro', embedding => '[1,0,0,0]')",
+        &[&tea],
+    )
+    .await
+    .unwrap();
+    let all = entity_names(a, "SELECT name, kind, memories FROM engram.entities(owner => 'alice')").await;
+    assert!(
+        all.iter().any(|e| e.0 == "Marta") && !all.iter().any(|e| e.0 == "Vera"),
+        "{all:?}"
+    );
+    a.execute(
+        "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
+        &[&tea],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.memory_entities WHERE memory_id = '{tea}'")
+        )
+        .await,
+        0
+    );
+    // a DBA's bulk insert is indexed too, and the index equals a recomputation
+    a.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key)
+         SELECT 'alice', 'Ticket OPS-' || n || ' is for Priya', sha256(n::text::bytea), sha256(n::text::bytea)
+         FROM generate_series(1, 20) n",
+    )
+    .await
+    .unwrap();
+    let drift = count(
+        &db,
+        "SELECT count(*) FROM (
+             (SELECT m.owner, m.id, x.key FROM engram.memories m, engram._entities(m.content, m.tags) x
+              EXCEPT SELECT e.owner, e.memory_id, e.key FROM engram.memory_entities e)
+             UNION ALL
+             (SELECT e.owner, e.memory_id, e.key FROM engram.memory_entities e
+              EXCEPT SELECT m.owner, m.id, x.key FROM engram.memories m, engram._entities(m.content, m.tags) x)) d",
+    )
+    .await;
+    assert_eq!(drift, 0);
+    let priya: i64 = a
+        .query_one(
+            "SELECT memories FROM engram.entities(owner => 'alice') WHERE name = 'Priya'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(priya, 20);
+}
+
+#[tokio::test]
+async fn about_tells_current_facts_history_and_related_entities() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let old = create(
+        a,
+        "alice",
+        "Vera's badge number is 4411",
+        &axis(4, 0, 0.0),
+        "valid_from => '2026-01-01'",
+    )
+    .await;
+    let (status, new, _) = remember(
+        a,
+        "alice",
+        "Vera's badge number is 5521",
+        &axis(4, 0, 0.01),
+        "valid_from => '2026-06-01', force => true",
+    )
+    .await;
+    assert_eq!(status, "created");
+    let new = new.unwrap();
+    create(
+        a,
+        "alice",
+        "Vera rides a blue bicycle to work in Lyon",
+        &axis(4, 1, 0.0),
+        "",
+    )
+    .await;
+    create(a, "alice", "Tom lives in Lyon", &axis(4, 2, 0.0), "").await;
+    let about: Value = a
+        .query_one("SELECT engram.about(owner => 'alice', entity => 'VERA')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(about["entity"]["name"], "Vera");
+    assert_eq!(about["entity"]["kind"], "person");
+    assert_eq!(about["entity"]["memories"], 3);
+    let facts: Vec<&str> = about["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert!(facts.contains(&"Vera's badge number is 5521") && !facts.contains(&"Vera's badge number is 4411"));
+    assert_eq!(about["history"][0]["id"], old.to_string());
+    assert_eq!(about["history"][0]["superseded_by"], new.to_string());
+    assert_eq!(about["related"][0]["name"], "Lyon");
+    let unknown: Value = a
+        .query_one("SELECT engram.about(owner => 'alice', entity => 'Nobody')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unknown["entity"]["memories"], 0);
+    assert_eq!(unknown["facts"], serde_json::json!([]));
+    let (state, _) = sqlstate(
+        a.query("SELECT engram.about(owner => 'alice', entity => ' ')", &[])
+            .await,
+    );
+    assert_eq!(state, "22004");
+    // search about an entity keeps the memories naming it
+    let found: Vec<String> = column(
+        a,
+        "SELECT content FROM engram.search(owner => 'alice', query_text => 'Lyon', entity => 'vera')",
+    )
+    .await;
+    assert_eq!(found, vec!["Vera rides a blue bicycle to work in Lyon"]);
+    let none: Vec<String> = column(
+        a,
+        "SELECT content FROM engram.search(owner => 'alice', query_text => 'Lyon', entity => 'Nobody')",
+    )
+    .await;
+    assert!(none.is_empty());
+}
+
+#[tokio::test]
+async fn entities_stay_within_their_owner_and_go_with_an_erase() {
+    let db = TestDb::new(4).await;
+    create(
+        &db.admin,
+        "bob",
+        "Bob's secret contact is Mallory at Initech Corp",
+        &axis(4, 0, 0.0),
+        "",
+    )
+    .await;
+    let alice = db.agent("alice").await;
+    create(&alice, "alice", "Alice met Vera in Lyon", &axis(4, 1, 0.0), "").await;
+    let mine = entity_names(&alice, "SELECT name, kind, memories FROM engram.entities()").await;
+    assert!(mine.iter().all(|e| e.0 != "Mallory"), "{mine:?}");
+    // raw reads of the index are the owner's only (RLS)
+    let raw: Vec<String> = alice
+        .query("SELECT name FROM engram.memory_entities", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!raw.is_empty() && !raw.contains(&"Mallory".to_string()), "{raw:?}");
+    for sql in [
+        "SELECT * FROM engram.entities(owner => 'bob')",
+        "SELECT engram.about(owner => 'bob', entity => 'Mallory')",
+        "SELECT * FROM engram.search(owner => 'bob', query_text => 'contact', entity => 'Mallory')",
+    ] {
+        let (state, _) = sqlstate(alice.query(sql, &[]).await);
+        assert_eq!(state, "42501", "{sql}");
+    }
+    let about: Value = alice
+        .query_one("SELECT engram.about(entity => 'Mallory')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(about["entity"]["memories"], 0, "bob's entity is not alice's");
+    for sql in [
+        "INSERT INTO engram.memory_entities VALUES ('alice', gen_random_uuid(), 'x', 'x', 'thing')",
+        "DELETE FROM engram.memory_entities",
+    ] {
+        let (state, _) = sqlstate(alice.query(sql, &[]).await);
+        assert_eq!(state, "42501", "{sql}");
+    }
+    db.admin
+        .batch_execute("SELECT engram.erase_owner(owner => 'bob')")
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memory_entities WHERE owner = 'bob'").await,
+        0
+    );
+}
