@@ -55,8 +55,10 @@ FROM (SELECT a.owner, a.memory_id, min(a.at) AS at FROM engram.audit_log a
 WHERE m.owner = x.owner AND m.id = x.memory_id;
 UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, n.created_at), invalidated_at = n.created_at
 FROM engram.memories n
-WHERE m.valid_to IS NULL AND m.flag_reason ~ '^superseded by [0-9a-f-]{36}$'
-  AND n.owner = m.owner AND n.id = substr(m.flag_reason, 15)::uuid;
+WHERE m.valid_to IS NULL
+  AND m.flag_reason ~ '^superseded by [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+  -- (compared as text: a reason a caller wrote is never cast)
+  AND n.owner = m.owner AND n.id::text = substr(m.flag_reason, 15);
 
 ALTER TABLE engram.memories
     ADD CONSTRAINT memories_valid_period CHECK (valid_to IS NULL OR valid_to >= valid_from);

@@ -496,7 +496,17 @@ async fn export_and_import_carry_the_times() {
             ),
         ]
     );
-    // a file whose period ends before it starts is refused, nothing written
+    // a file whose period ends before it starts, or that was invalidated at
+    // no moment, is refused, nothing written
+    let (state, _) = sqlstate(
+        a.query(
+            "SELECT engram.import_memory(owner => 'zoe', memory => jsonb_build_object('id', gen_random_uuid(),
+                 'content', 'bad', 'valid_from', '2020-01-01', 'valid_to', '2023-01-01', 'invalidated_at', 'infinity'))",
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(state, "22023");
     let (state, _) = sqlstate(
         a.query(
             "SELECT engram.import_memory(owner => 'zoe', memory => jsonb_build_object('id', gen_random_uuid(),
@@ -578,4 +588,43 @@ fn the_entities_walkthrough_runs_as_printed() {
         "{text}"
     );
     let _ = psql("postgres", &format!("DROP DATABASE {db}"));
+}
+
+/// A forced correction closes memories only: a resource people curate, or
+/// a skill, stays valid whatever an agent stores over it.
+#[tokio::test]
+async fn a_correction_never_closes_a_resource() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    a.batch_execute(&format!(
+        "SELECT engram.resource_create(owner => 'alice', name => 'Deploy window',
+             content => 'The deploy window is Tuesday at 9am', embedding => '{}')",
+        vec_text(&axis(8, 6, 0.0))
+    ))
+    .await
+    .unwrap();
+    let (status, _, conflicts) = remember(
+        a,
+        "alice",
+        "The deploy window is Tuesday at 11am",
+        &axis(8, 6, 0.01),
+        "force => true",
+    )
+    .await;
+    assert_eq!(status, "created");
+    assert!(conflicts.is_some(), "the resource was among the conflicts");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.memories WHERE source = 'resource' AND valid_to IS NULL AND flag_count = 0"
+        )
+        .await,
+        1
+    );
+    let found: Vec<String> = column(
+        a,
+        "SELECT content FROM engram.search(owner => 'alice', query_text => 'deploy window') ORDER BY 1",
+    )
+    .await;
+    assert_eq!(found.len(), 2, "{found:?}");
 }

@@ -935,6 +935,14 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
     ))
     .await
     .unwrap();
+    // A reason any caller may write, shaped like a supersession's but not
+    // naming a memory: the update must neither fail on it nor close anything.
+    old.batch_execute(&format!(
+        "SELECT engram.flag(owner => 'alice', id => '{}', reason => 'superseded by ' || repeat('a', 36))",
+        ids[4]
+    ))
+    .await
+    .unwrap();
     let snapshot = "SELECT string_agg(m.id || m.content || m.status || m.flag_count || m.created_at, ',' ORDER BY m.id)
                     FROM engram.memories m";
     update_keeping(&old, snapshot).await;

@@ -83,6 +83,10 @@ pub struct Entity {
 pub const MAX_NAME_CHARS: usize = 100;
 /// Most entities taken from one memory.
 pub const MAX_PER_MEMORY: usize = 32;
+/// Bytes of a memory's content read for entities: the rules run in the
+/// write's transaction, so their cost is bounded whatever the content's
+/// size (up to 256 KiB); the start of a memory names what it is about.
+pub const MAX_SCANNED_BYTES: usize = 16 * 1024;
 
 /// The matching key of a name: lower case, accents folded, inner spaces
 /// single ("José  Díaz" -> "jose diaz").
@@ -450,27 +454,9 @@ const DEMONYMS: &[&str] = &[
     "african",
 ];
 
-/// Never a name, even capitalised mid-sentence.
+/// Never a name, even capitalised mid-sentence (besides weekday and month
+/// names, crate::time_window's).
 const TIME_WORDS: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
     "mon",
     "tue",
     "wed",
@@ -752,8 +738,14 @@ struct Token<'a> {
 }
 
 /// The entities of `text` (at most [`MAX_PER_MEMORY`], the first of each
-/// key kept, in order of appearance).
+/// key kept, in order of appearance; its first [`MAX_SCANNED_BYTES`] read).
+/// Linear in the text: every word is looked at a bounded number of times.
 pub fn extract(text: &str) -> Vec<Entity> {
+    let mut cut = text.len().min(MAX_SCANNED_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let text = &text[..cut];
     let mut found: Vec<Entity> = Vec::new();
     let mut taken: Vec<(usize, usize)> = Vec::new();
     let push = |found: &mut Vec<Entity>, name: &str, kind: Kind| {
@@ -853,7 +845,9 @@ pub fn extract(text: &str) -> Vec<Entity> {
                 push(&mut found, name, kind);
             }
         }
-        i = end.max(i) + 1;
+        // past the whole run scanned: a long run of capitalised common words
+        // ("The The The ...") is looked at once, not once per word
+        i = j.max(end + 1).max(i + 1);
     }
     found
 }
@@ -898,6 +892,7 @@ pub fn from_tags<S: AsRef<str>>(tags: &[S]) -> Vec<Entity> {
 /// (a tag's kind wins over the rules'), at most [`MAX_PER_MEMORY`].
 pub fn of_memory<S: AsRef<str>>(content: &str, tags: &[S]) -> Vec<Entity> {
     let mut all = from_tags(tags);
+    all.truncate(MAX_PER_MEMORY);
     for e in extract(content) {
         if all.len() >= MAX_PER_MEMORY {
             break;
@@ -921,11 +916,16 @@ fn tokens<'a>(text: &'a str, taken: &[(usize, usize)]) -> Vec<Token<'a>> {
     let mut out: Vec<Token<'a>> = Vec::new();
     let mut sentence_start = true;
     let mut gap = false;
+    let mut next_taken = 0;
     let bytes: Vec<(usize, char)> = text.char_indices().collect();
     let mut k = 0;
     while k < bytes.len() {
         let (pos, c) = bytes[k];
-        if let Some(&(_, end)) = taken.iter().find(|(s, e)| pos >= *s && pos < *e) {
+        // `taken` is in text order: step through it with the scan
+        while next_taken < taken.len() && taken[next_taken].1 <= pos {
+            next_taken += 1;
+        }
+        if let Some(&(_, end)) = taken.get(next_taken).filter(|(s, e)| pos >= *s && pos < *e) {
             // a URL, email, handle or id: skip it; it does not end a sentence
             while k < bytes.len() && bytes[k].0 < end {
                 k += 1;
@@ -1021,9 +1021,9 @@ fn is_common(w: &str) -> bool {
 fn is_time_word(w: &str) -> bool {
     let l = w.to_lowercase();
     let singular = l.strip_suffix('s').unwrap_or(&l);
-    TIME_WORDS.contains(&l.as_str())
-        || TIME_WORDS.contains(&singular)
-        || DEMONYMS.contains(&l.as_str())
+    [l.as_str(), singular].iter().any(|w| {
+        TIME_WORDS.contains(w) || crate::time_window::MONTHS.contains(w) || crate::time_window::weekday(w).is_some()
+    }) || DEMONYMS.contains(&l.as_str())
         || (w.chars().count() <= 4 && w.chars().all(|c| c.is_ascii_uppercase()))
 }
 
@@ -1275,6 +1275,21 @@ mod tests {
             vec!["vera", "gyokuro"]
         );
         assert_eq!(all[0].kind, Kind::Person);
+    }
+
+    #[test]
+    fn long_texts_are_read_in_one_pass() {
+        // Runs of capitalised common words, shapes and names, 256 KiB each
+        // (the content limit). Before the one-pass scan, "The The ..." took
+        // minutes: every word restarted the run. Only the first 16 KiB count.
+        for unit in ["The ", "#12 ", "Vera Lind ", "OPS-1 @a x@y.io "] {
+            let text = unit.repeat(256 * 1024 / unit.len());
+            assert!(extract(&text).len() <= MAX_PER_MEMORY);
+        }
+        let late = format!("{}Vera Lind", "x ".repeat(MAX_SCANNED_BYTES));
+        assert!(extract(&late).is_empty(), "past the scanned start");
+        let tags: Vec<String> = (0..100).map(|i| format!("entity:thing {i}")).collect();
+        assert_eq!(of_memory("", &tags).len(), MAX_PER_MEMORY);
     }
 
     #[test]

@@ -228,7 +228,8 @@ fn count(w: &str) -> Option<i64> {
     }
 }
 
-fn weekday(w: &str) -> Option<Weekday> {
+/// The weekday a full lower-case name names.
+pub fn weekday(w: &str) -> Option<Weekday> {
     Some(match w {
         "monday" => Weekday::Mon,
         "tuesday" => Weekday::Tue,
@@ -241,7 +242,8 @@ fn weekday(w: &str) -> Option<Weekday> {
     })
 }
 
-const MONTHS: [&str; 12] = [
+/// Month names, January first (entities never take one for a name).
+pub const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

@@ -170,7 +170,8 @@ BEGIN
                      ORDER BY h.valid_to DESC, h.id)
     INTO v_history
     FROM (SELECT m.id, m.content, m.valid_from, m.valid_to,
-                 CASE WHEN m.flag_reason ~ '^superseded by [0-9a-f-]{36}$' THEN substr(m.flag_reason, 15) END AS superseded_by
+                 CASE WHEN m.flag_reason ~ '^superseded by [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      THEN substr(m.flag_reason, 15) END AS superseded_by
           FROM engram.memories m
           WHERE m.owner = v_owner AND m.id = ANY (v_ids)
             AND m.status = 'active' AND m.internal_type IS NULL AND m.valid_to <= now()

@@ -248,6 +248,7 @@ BEGIN
     r.valid_from := coalesce(r.valid_from, r.occurred_at);
     PERFORM engram._check_moment('occurred_at', r.occurred_at);
     PERFORM engram._check_period(r.valid_from, r.valid_to);
+    PERFORM engram._check_moment('invalidated_at', r.invalidated_at);
     r.invalidated_at := CASE WHEN r.valid_to IS NOT NULL THEN coalesce(r.invalidated_at, r.updated_at, now()) END;
     v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
     PERFORM engram._check_vector(v_vec, 'embedding');

@@ -213,9 +213,10 @@ END
 $fn$;
 
 -- Closes the validity of the owner's memories p_ids at p_at (a newer fact
--- superseded them, or a caller said when they stopped holding): valid_to
--- becomes p_at (never before a memory's own valid_from), one 'invalidate'
--- audit row each. A memory already closed at or before p_at keeps its end.
+-- superseded them): valid_to becomes p_at (never before a memory's own
+-- valid_from), one 'invalidate' audit row each. A memory already closed at
+-- or before p_at keeps its end. Memories only: resources and skills, which
+-- agents cannot change, are never closed (as _flag_rows never flags them).
 CREATE FUNCTION engram._close_validity(p_owner text, p_ids uuid[], p_at timestamptz, p_details jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -223,7 +224,8 @@ DECLARE
 BEGIN
     FOR f IN
         UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
-        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND (m.valid_to IS NULL OR m.valid_to > p_at)
+        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
+          AND (m.valid_to IS NULL OR m.valid_to > p_at)
         RETURNING m.id, m.valid_to
     LOOP
         PERFORM engram._audit(p_owner, 'invalidate', f.id, jsonb_build_object('valid_to', f.valid_to) || p_details);

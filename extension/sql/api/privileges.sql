@@ -53,6 +53,11 @@ REVOKE EXECUTE ON FUNCTION engram.schedule_maintenance(text, text, text, interva
 REVOKE EXECUTE ON FUNCTION engram.create_token(text, text, boolean, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.revoke_token(text, text, uuid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._install_api(text) FROM PUBLIC;
+-- (the Rust helpers of 0.13.0: the API calls them as the extension's owner)
+REVOKE EXECUTE ON FUNCTION engram._entities(text, text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._entity_key(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._time_window_bounds(text, double precision, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._window_boosted(real, boolean) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -278,10 +278,9 @@ BEGIN
         SELECT p.*,
                CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
                     THEN (1 - (p.embedding <=> p_embedding))::real END AS sim,
-               CASE WHEN to_tsvector('english', p.content) @@ v_query
-                    THEN (ts_rank_cd(to_tsvector('english', p.content), v_query, 32)
-                          + CASE WHEN to_tsvector('english', p.content) @@ v_exact THEN 1 ELSE 0 END)::real END AS lrank
-        FROM past p
+               CASE WHEN p.tsv @@ v_query
+                    THEN (ts_rank_cd(p.tsv, v_query, 32) + CASE WHEN p.tsv @@ v_exact THEN 1 ELSE 0 END)::real END AS lrank
+        FROM (SELECT q.*, to_tsvector('english', q.content) AS tsv FROM past q) p
         WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
           AND p.valid_from <= v_valid AND (p.valid_to IS NULL OR p.valid_to > v_valid)
     ), ranked AS (
