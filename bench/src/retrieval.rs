@@ -69,7 +69,8 @@ async fn load(c: &Client, model: &OnnxEmbedder, data: &Value) -> Vec<Question> {
     let remember = c
         .prepare(
             "SELECT status FROM engram.remember(owner => $1, content => $2, embedding => $3, kind => 'episodic',
-                 session_id => $4, metadata => jsonb_build_object('turn', $5::text, 'role', $6::text, 'date', $7::text))",
+                 session_id => $4, metadata => jsonb_build_object('turn', $5::text, 'role', $6::text, 'date', $7::text),
+                 occurred_at => $7::text::timestamptz)",
         )
         .await
         .unwrap();
@@ -120,9 +121,14 @@ async fn load(c: &Client, model: &OnnxEmbedder, data: &Value) -> Vec<Question> {
 pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
     let data = read_data(data_path);
     let questions = load(c, model, &data).await;
+    // Each turn happened on its session's date (occurred_at) and the
+    // questions are asked on `asked_on`: "in May", "last week" are read
+    // against it (engram.time_window) and boost what happened then.
+    let asked_on = data.get("asked_on").and_then(Value::as_str).map(str::to_string);
     let search = c
         .prepare(
-            "SELECT metadata ->> 'turn' FROM engram.search(owner => $1, query_embedding => $2, query_text => $3, k => 10)",
+            "SELECT metadata ->> 'turn' FROM engram.search(owner => $1, query_embedding => $2, query_text => $3, k => 10,
+                 reference_time => $4::text::timestamptz)",
         )
         .await
         .unwrap();
@@ -141,7 +147,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
             ("hybrid (engram.search with both)", Some(&v), Some(q.text.as_str())),
         ] {
             let found: Vec<String> = c
-                .query(&search, &[&OWNER, &emb, &txt])
+                .query(&search, &[&OWNER, &emb, &txt, &asked_on])
                 .await
                 .unwrap()
                 .iter()
