@@ -106,6 +106,36 @@ BEGIN
 END
 $fn$;
 
+-- Candidates per search leg for k results: k; at least 100 for a hybrid
+-- query, so that a lexical hit with a weak (but not absent) vector rank
+-- gets credit for both lists instead of tying with vector-only rows; at
+-- least 50 when the query names a time, so that in-window memories a
+-- little further down are there to boost.
+CREATE FUNCTION engram._pool(p_k integer, p_hybrid boolean, p_windowed boolean) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    RETURN greatest(p_k, CASE WHEN p_hybrid THEN 100 ELSE 0 END, CASE WHEN p_windowed THEN 50 ELSE 0 END);
+END
+$fn$;
+
+-- The query's exact tokens (codes, ids, numbers) as a tsquery of
+-- alternatives; NULL when it has none: a text match on one of them is a
+-- full vote in the fusion, a match on plain words a weak one.
+CREATE FUNCTION engram._exact_query(p_text text) RETURNS tsquery
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    v tsquery;
+BEGIN
+    IF nullif(btrim(p_text), '') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v
+    FROM unnest(engram._exact_tokens(p_text)) t, plainto_tsquery('english', t) q
+    WHERE numnode(q) > 0;
+    RETURN v;
+END
+$fn$;
+
 -- The k best memories of scope s for a query, best score first: the body of
 -- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
 -- text legs by rank; a row that the text leg found is kept whatever its
@@ -148,18 +178,8 @@ BEGIN
     -- outside the k nearest). Hybrid queries widen the vector pool so that
     -- a lexical hit with a weak (but not absent) vector rank gets credit
     -- for both lists instead of tying with vector-only rows.
-    v_pool := v_k;
-    IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
-        v_pool := greatest(v_pool, 100);
-    END IF;
-    IF p_window IS NOT NULL THEN
-        v_pool := greatest(v_pool, 50);
-    END IF;
-    IF v_text IS NOT NULL THEN
-        SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
-        FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
-        WHERE numnode(q) > 0;
-    END IF;
+    v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
+    v_exact := engram._exact_query(v_text);
 
     -- Each leg's candidates first, then their rows (engram._rows): a
     -- statement never joins a candidate function to the table (Citus).
@@ -234,7 +254,7 @@ RETURNS engram.search_hit[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_k      integer := engram._clamp_k(p_k);
-    v_pool   integer := v_k;
+    v_pool   integer;
     v_weight real := engram._setting_staleness_weight();
     v_text   text := nullif(btrim(p_text), '');
     v_valid  timestamptz := coalesce(s.valid_at, p_known_at);
@@ -243,17 +263,10 @@ DECLARE
     v_hits   engram.search_hit[];
 BEGIN
     PERFORM engram._check_scope(s);
-    IF p_embedding IS NOT NULL AND v_text IS NOT NULL THEN
-        v_pool := greatest(v_pool, 100);
-    END IF;
-    IF p_window IS NOT NULL THEN
-        v_pool := greatest(v_pool, 50);
-    END IF;
+    v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
+    v_exact := engram._exact_query(v_text);
     IF v_text IS NOT NULL THEN
         v_query := nullif(replace(plainto_tsquery('english', v_text)::text, ' & ', ' | '), '')::tsquery;
-        SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v_exact
-        FROM unnest(engram._exact_tokens(v_text)) t, plainto_tsquery('english', t) q
-        WHERE numnode(q) > 0;
     END IF;
     WITH past AS (
         SELECT m.id, coalesce(v.content, m.content) AS content, coalesce(v.tags, m.tags) AS tags,
