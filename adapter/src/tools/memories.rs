@@ -585,8 +585,7 @@ impl EngramServer {
                 start: r.col(9)?,
                 end: r.col(10)?,
             }),
-            Some(_) => window,
-            None => window,
+            _ => window,
         };
         let hits = rows
             .iter()

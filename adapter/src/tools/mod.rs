@@ -507,12 +507,10 @@ fn listed(tool: &str, has_internal: bool) -> bool {
     }
 }
 
-/// Arguments tools took before 0.13.0 under another name, and still take:
-/// (tool, old name, the name every tool now uses for it).
-const RENAMED_ARGUMENTS: [(&str, &str, &str); 2] = [
-    ("memory_context", "query_text", "query"),
-    ("memory_sessions", "lim", "limit"),
-];
+/// Arguments tools took before 0.13.0 under another name, and still take
+/// (their serde aliases): (tool, old name). They are now `query` and `limit`,
+/// as in every other tool.
+const RENAMED_ARGUMENTS: [(&str, &str); 2] = [("memory_context", "query_text"), ("memory_sessions", "lim")];
 
 /// The refusal of a call to `tool` (input schema `schema`) with arguments it
 /// does not take, naming them and the ones it takes; None when it takes
@@ -529,7 +527,7 @@ fn unknown_arguments(
         .and_then(Value::as_object)
         .map(|p| p.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    let renamed = |a: &str| RENAMED_ARGUMENTS.iter().any(|(t, old, _)| *t == tool && *old == a);
+    let renamed = |a: &str| RENAMED_ARGUMENTS.contains(&(tool, a));
     let mut unknown: Vec<&str> = args?
         .keys()
         .map(String::as_str)
