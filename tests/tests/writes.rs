@@ -226,9 +226,18 @@ async fn update_keeps_revisions_and_counts_corrections() {
         .await
         .unwrap();
     assert_eq!(row.get::<_, i32>(0), 1);
-    // human author, one correction: 1.0 × (1 − 0.05)
-    assert!((row.get::<_, f32>(1) - 0.95).abs() < 0.001);
+    // A correction by the owner re-checks the content: the corrected memory
+    // is as trusted as one never checked (human author, age ~0: 1.0), and
+    // the nightly rescore agrees.
+    assert!((row.get::<_, f32>(1) - 1.0).abs() < 0.001, "{}", row.get::<_, f32>(1));
     assert_eq!(row.get::<_, i64>(2), 2);
+    c.execute("SELECT engram.rescore()", &[]).await.unwrap();
+    let trust: f32 = c
+        .query_one("SELECT trust_score FROM engram.recall(owner => 'alice', id => $1)", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert!((trust - 1.0).abs() < 0.001, "{trust}");
 
     // nothing to update
     let (code, _) = sqlstate(

@@ -110,7 +110,7 @@ BEGIN
          trust_score, session_id, occurred_at, valid_from)
     VALUES
         (v_id, v_owner, 'episodic', v_content, sha256(convert_to(v_content, 'UTF8'::name)), sha256(uuid_send(v_id)),
-         capture.embedding, 'agent', v_importance, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0), capture.session_id,
+         capture.embedding, 'agent', v_importance, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0), capture.session_id,
          -- an event of a past conversation keeps its own time
          coalesce(capture.occurred_at, now()), coalesce(capture.occurred_at, now()));
     INSERT INTO engram.events AS e

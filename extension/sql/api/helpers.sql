@@ -156,15 +156,24 @@ BEGIN
 END
 $fn$;
 
+-- Trust of a memory's current content (SPEC's trust_score): its author,
+-- its age and whether it is flagged. Corrections do not lower it: every
+-- update is made by the memory's owner (or an agent acting for it), and a
+-- correction by the owner re-checks the content, so a corrected memory is
+-- as trusted as one never checked (issue 21: an updated memory ranked
+-- below an unrelated one for its own words). correction_count still counts
+-- them, for the history and staleness (a fact corrected often changes
+-- often); trust_score's correction penalty is there for callers scoring
+-- corrections made by someone else.
 -- Immutable, with the time and the setting as arguments (callers pass
 -- now() and engram._setting_*()): Citus runs an UPDATE's functions of its
 -- columns on the shards, and takes only immutable ones there.
 CREATE FUNCTION engram._trust_at(p_now timestamptz, p_half_life float8, p_author text, p_created timestamptz,
-                                 p_corrections integer, p_flags integer)
+                                 p_flags integer)
 RETURNS real LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
     RETURN engram.trust_score(p_author, extract(epoch FROM p_now - p_created)::float8 / 86400,
-                              p_corrections, p_flags > 0, p_half_life);
+                              0, p_flags > 0, p_half_life);
 END
 $fn$;
 

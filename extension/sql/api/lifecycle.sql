@@ -35,7 +35,7 @@ DECLARE
 BEGIN
     WITH s AS (
         SELECT m.owner, m.id,
-               engram._trust_at(v_now, v_half_life, m.author_type, m.created_at, m.correction_count, m.flag_count) AS trust,
+               engram._trust_at(v_now, v_half_life, m.author_type, m.created_at, m.flag_count) AS trust,
                engram._staleness_at(v_now, v_stale_days, greatest(coalesce(a.last_accessed_at, m.updated_at), m.updated_at),
                                     m.correction_count, m.flag_count) AS stale
         FROM engram.memories m
@@ -276,7 +276,7 @@ BEGIN
          r.metadata, v_vec, r.author_type, r.importance,
          coalesce(r.status, 'active'), r.archive_reason, r.archive_note, r.merged_into, r.flagged_at,
          coalesce(r.flag_count, 0), r.flag_reason, coalesce(r.correction_count, 0), coalesce(r.revision, 1),
-         coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.correction_count, 0), coalesce(r.flag_count, 0))),
+         coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.flag_count, 0))),
          coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
          coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5),
          r.occurred_at, r.valid_from, r.valid_to, r.invalidated_at);

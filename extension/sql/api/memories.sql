@@ -357,7 +357,7 @@ BEGIN
         (v_owner, v_kind, remember.internal_type, remember.content,
          sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
-         engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0, 0), remember.session_id,
+         engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0), remember.session_id,
          now() + remember.ttl, remember.access_level,
          v_occurred, v_valid, remember.valid_to, CASE WHEN remember.valid_to IS NOT NULL THEN now() END)
     RETURNING m.id INTO v_id;
@@ -488,7 +488,7 @@ BEGIN
         access_level = coalesce(p_access_level, m.access_level),
         revision = m.revision + 1,
         correction_count = v_correct,
-        trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, v_correct, m.flag_count),
+        trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, m.flag_count),
         staleness_score = engram._staleness_at(now(), engram._setting_stale_after_days(), now(), v_correct, m.flag_count),
         updated_at = now()
     WHERE m.id = r.id;
@@ -555,7 +555,7 @@ BEGIN
             flag_count = m.flag_count + 1,
             flagged_at = now(),
             flag_reason = p_reason,
-            trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, m.correction_count, m.flag_count + 1),
+            trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type, m.created_at, m.flag_count + 1),
             staleness_score = greatest(m.staleness_score,
                 engram._staleness_at(now(), engram._setting_stale_after_days(), m.updated_at, m.correction_count, m.flag_count + 1))
         WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
@@ -667,7 +667,7 @@ BEGIN
                               ORDER BY x.sha LIMIT 32) y
                         HAVING count(*) > 0), '{}'),
            consolidate.embedding,
-           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0, 0),
+           v_author, max(s.importance), engram._trust_at(now(), engram._setting_trust_half_life_days(), v_author, now(), 0),
            -- what the merged memory tells happened when its latest source did
            max(s.occurred_at)
     FROM unnest(v_src) s;
@@ -719,7 +719,7 @@ BEGIN
             sha256(convert_to(crystallize.content, 'UTF8'::name)),
             engram._dedup_key(crystallize.content, crystallize.internal_type, engram._scope_of(v_tags), 'procedural', NULL),
             v_tags, jsonb_build_object('name', crystallize.name, 'crystallized_from', to_jsonb(crystallize.ids)),
-            crystallize.embedding, 'agent', 0.5, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0, 0));
+            crystallize.embedding, 'agent', 0.5, engram._trust_at(now(), engram._setting_trust_half_life_days(), 'agent', now(), 0));
     PERFORM engram._audit(v_owner, 'crystallize', v_id, jsonb_build_object('from', to_jsonb(crystallize.ids)));
     RETURN v_id;
 EXCEPTION WHEN unique_violation THEN

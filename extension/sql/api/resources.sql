@@ -53,7 +53,7 @@ BEGIN
     VALUES (v_owner, 'semantic', 'resource', resource_create.content,
             sha256(convert_to(resource_create.content, 'UTF8'::name)), v_key, v_tags,
             jsonb_build_object('name', btrim(resource_create.name)), resource_create.embedding, 'human',
-            engram._trust_at(now(), engram._setting_trust_half_life_days(), 'human', now(), 0, 0), 5)
+            engram._trust_at(now(), engram._setting_trust_half_life_days(), 'human', now(), 0), 5)
     RETURNING m.* INTO r;
     PERFORM engram._audit(v_owner, 'resource_create', r.id, jsonb_build_object('name', btrim(resource_create.name)));
     RETURN engram._resource_json(r);
