@@ -76,8 +76,18 @@ fn longmemeval_date(d: &str) -> Option<String> {
 /// "1:56 pm on 8 May, 2023" -> "2023-05-08T13:56:00Z".
 fn locomo_date(d: &str) -> Option<String> {
     const MONTHS: [&str; 12] = [
-        "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-        "november", "december",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
     ];
     let words: Vec<String> = d
         .split(|c: char| c.is_whitespace() || c == ',')
@@ -211,10 +221,9 @@ fn read_locomo(data: &[Value]) -> Vec<Owner> {
 }
 
 fn read(path: &Path, owners: usize) -> Vec<Owner> {
-    let data: Value = serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())),
-    )
-    .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+    let data: Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())))
+            .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
     let items = data.as_array().expect("conversation data: a JSON array");
     match items.first() {
         Some(first) if first.get("haystack_sessions").is_some() => read_longmemeval(items, owners),
@@ -237,7 +246,10 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
         .await
         .unwrap();
     let mut aliases = Vec::new();
-    let total: usize = owners.iter().map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>()).sum();
+    let total: usize = owners
+        .iter()
+        .map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>())
+        .sum();
     let mut done = 0usize;
     for (n, owner) in owners.iter().enumerate() {
         let name = format!("{OWNER_PREFIX}{n}");
@@ -280,7 +292,15 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
                 let row = c
                     .query_one(
                         &remember,
-                        &[&name, &t.text, &Vector::from(v), &session.id, &t.id, &t.role, &session.date],
+                        &[
+                            &name,
+                            &t.text,
+                            &Vector::from(v),
+                            &session.id,
+                            &t.id,
+                            &t.role,
+                            &session.date,
+                        ],
                     )
                     .await
                     .unwrap_or_else(|e| panic!("turn {}: {e:?}", t.id));
@@ -289,7 +309,11 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
             }
             done += session.turns.len();
         }
-        eprintln!("[bench] conversations: owner {} of {} stored ({done} of {total} turns)", n + 1, owners.len());
+        eprintln!(
+            "[bench] conversations: owner {} of {} stored ({done} of {total} turns)",
+            n + 1,
+            owners.len()
+        );
         aliases.push(alias);
     }
     aliases
@@ -359,7 +383,10 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
                     .iter()
                     .map(|r| r.get(0))
                     .collect();
-                let (r5, r10) = (recall_at(&found, &q.evidence, alias, 5), recall_at(&found, &q.evidence, alias, 10));
+                let (r5, r10) = (
+                    recall_at(&found, &q.evidence, alias, 5),
+                    recall_at(&found, &q.evidence, alias, 10),
+                );
                 for kind in ["all".to_string(), q.kind.clone()] {
                     let e = table.entry(mode).or_default().entry(kind).or_insert((0.0, 0.0, 0));
                     *e = (e.0 + r5, e.1 + r10, e.2 + 1);
@@ -371,7 +398,10 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
             }
         }
     }
-    let turns: usize = data.iter().map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>()).sum();
+    let turns: usize = data
+        .iter()
+        .map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>())
+        .sum();
     println!(
         "conversations: {turns} turns of {} owners, {questions} questions with evidence ({})",
         data.len(),
@@ -410,9 +440,18 @@ mod tests {
 
     #[test]
     fn dates_of_both_shapes() {
-        assert_eq!(longmemeval_date("2023/04/10 (Mon) 17:50").as_deref(), Some("2023-04-10T17:50:00Z"));
-        assert_eq!(locomo_date("1:56 pm on 8 May, 2023").as_deref(), Some("2023-05-08T13:56:00Z"));
-        assert_eq!(locomo_date("12:09 am on 13 September, 2023").as_deref(), Some("2023-09-13T00:09:00Z"));
+        assert_eq!(
+            longmemeval_date("2023/04/10 (Mon) 17:50").as_deref(),
+            Some("2023-04-10T17:50:00Z")
+        );
+        assert_eq!(
+            locomo_date("1:56 pm on 8 May, 2023").as_deref(),
+            Some("2023-05-08T13:56:00Z")
+        );
+        assert_eq!(
+            locomo_date("12:09 am on 13 September, 2023").as_deref(),
+            Some("2023-09-13T00:09:00Z")
+        );
         assert_eq!(locomo_date("sometime"), None);
     }
 

@@ -76,6 +76,32 @@ fn _exact_tokens(query: &str) -> Vec<String> {
     search::exact_tokens(query)
 }
 
+/// Text scores of the rows matching a query (engram-core
+/// `search::text_scores`): bit masks of the query terms each row holds and
+/// the rows' lengths, in; a score per row, in the same order, out.
+#[pg_extern(immutable, parallel_safe)]
+fn _text_scores(masks: Option<Vec<Option<i64>>>, lens: Option<Vec<Option<f64>>>, terms: Option<i32>) -> Vec<f32> {
+    let masks: Vec<i64> = masks.unwrap_or_default().into_iter().map(|m| m.unwrap_or(0)).collect();
+    let lens: Vec<f64> = lens.unwrap_or_default().into_iter().map(|l| l.unwrap_or(0.0)).collect();
+    let terms = usize::try_from(terms.unwrap_or(0)).unwrap_or(0);
+    search::text_scores(&masks, &lens, terms)
+        .into_iter()
+        .map(|s| s as f32)
+        .collect()
+}
+
+/// Relevance of a hybrid match: mean of cosine similarity and text score.
+#[pg_extern(immutable, parallel_safe)]
+fn _hybrid_relevance(similarity: Option<f32>, text: Option<f32>) -> f32 {
+    search::hybrid_relevance(similarity.map(f64::from), text.map_or(0.0, f64::from)) as f32
+}
+
+/// Most distinct query terms the text leg weighs.
+#[pg_extern(immutable, parallel_safe)]
+fn _max_query_terms() -> i32 {
+    search::MAX_QUERY_TERMS as i32
+}
+
 /// Relevance of a text-only match from ts_rank_cd(…, 32).
 #[pg_extern(immutable, parallel_safe, strict)]
 fn _text_relevance(ts_rank: f32) -> f32 {

@@ -84,6 +84,100 @@ pub fn text_relevance(ts_rank: f64) -> f64 {
     0.5 + 0.5 * ts_rank.min(1.0)
 }
 
+/// BM25's constants (Robertson & Zaragoza, "The Probabilistic Relevance
+/// Framework: BM25 and Beyond", 2009): the textbook defaults, not fitted to
+/// any data set here.
+pub const BM25_K1: f64 = 1.2;
+pub const BM25_B: f64 = 0.75;
+
+/// Distinct query terms the text leg weighs: a row's matched terms are a
+/// bit mask (`bigint`). Later terms of a longer query still find rows (the
+/// OR query holds them all) but add nothing to the score.
+pub const MAX_QUERY_TERMS: usize = 63;
+
+/// BM25's inverse document frequency of a term found in `df` of `n` rows;
+/// never negative (the "+1" form).
+pub fn idf(n: f64, df: f64) -> f64 {
+    let (n, df) = (n.max(0.0), df.clamp(0.0, n.max(0.0)));
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// Text scores of the rows that match a query of `terms` distinct terms:
+/// row i holds the terms whose bits are set in `masks[i]` and is
+/// `lens[i]` long (characters: BM25 reads a length only against the
+/// mean). Score = the share of the query's IDF the row matches ×
+/// BM25's length factor (k1 + 1) / (1 + k1 × (1 − b + b × len / mean len)),
+/// so 1 for an average-length row holding every term, more for a short one.
+///
+/// The statistics (row count, document frequencies, mean length) are those
+/// of the matching rows, which every row holding a query term is: exact
+/// document frequencies, with no per-owner term table to keep.
+/// A term no row holds still counts in the query's IDF (at df 0): a row
+/// matching only the query's common words is a weak match.
+/// Term frequency is binary: memories are short statements, and a long
+/// one repeating a word is no more about it (on LongMemEval's chats, full
+/// BM25 term frequency ranked long assistant answers above the user's
+/// turns: recall@5 0.64 against 0.72 binary).
+/// Compared with `ts_rank_cd`, which the text leg used before 0.14.0, rare
+/// words count more than common ones and long rows no longer win by
+/// matching more words.
+pub fn text_scores(masks: &[i64], lens: &[f64], terms: usize) -> Vec<f64> {
+    let terms = terms.min(MAX_QUERY_TERMS);
+    let rows = masks.len();
+    if rows == 0 || terms == 0 {
+        return vec![0.0; rows];
+    }
+    let mut df = vec![0usize; terms];
+    for m in masks {
+        for (t, d) in df.iter_mut().enumerate() {
+            if m & (1 << t) != 0 {
+                *d += 1;
+            }
+        }
+    }
+    let n = rows as f64;
+    let weights: Vec<f64> = df.iter().map(|d| idf(n, *d as f64)).collect();
+    let total: f64 = weights.iter().sum();
+    let len = |i: usize| {
+        lens.get(i)
+            .copied()
+            .filter(|l| l.is_finite() && *l > 0.0)
+            .unwrap_or(1.0)
+    };
+    let mean = (0..rows).map(len).sum::<f64>() / n;
+    masks
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let matched: f64 = weights
+                .iter()
+                .enumerate()
+                .filter(|(t, _)| m & (1 << t) != 0)
+                .map(|(_, w)| w)
+                .sum();
+            if total <= 0.0 {
+                return 0.0;
+            }
+            let norm = 1.0 - BM25_B + BM25_B * len(i) / mean;
+            matched / total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm)
+        })
+        .collect()
+}
+
+/// Relevance of a hybrid match: the mean of its cosine similarity (0 when
+/// anti-correlated) and its text score ([`text_scores`], 0 when it matched
+/// no term). Scores, not ranks, are fused, so how much better one memory
+/// matches than the next survives into the rank score, where trust and
+/// staleness multiply it: with rank fusion (0.1.0 to 0.13.0) ranks 1 and 2
+/// differed by 1.6% and a small trust gap reordered them. Equal weights: no
+/// leg is preferred (LongMemEval recall@5 0.49 -> 0.73, the project's
+/// chat 0.76 -> 0.76).
+pub fn hybrid_relevance(similarity: Option<f64>, text: f64) -> f64 {
+    let sim = similarity.filter(|s| s.is_finite()).map_or(0.0, |s| s.max(0.0));
+    let text = if text.is_finite() { text.max(0.0) } else { 0.0 };
+    0.5 * sim + 0.5 * text
+}
+
 /// How much more a memory counts when it happened in the time the query
 /// names ("last week", "in May 2023"; [`crate::time_window`]): its relevance
 /// times this. A boost, not a filter: an in-window memory passes an
@@ -112,6 +206,57 @@ mod tests {
         // ...but not one twice as relevant
         assert!(window_boosted(0.4, true) < 0.8);
         assert_eq!(window_boosted(0.0, true), 0.0);
+    }
+
+    #[test]
+    fn idf_favours_rare_terms_and_stays_positive() {
+        assert!(idf(100.0, 1.0) > idf(100.0, 50.0));
+        assert!(idf(100.0, 100.0) > 0.0);
+        assert!(idf(100.0, 0.0) > idf(100.0, 1.0));
+        assert!(idf(10.0, 50.0).is_finite());
+    }
+
+    #[test]
+    fn text_scores_weigh_rare_terms_and_length() {
+        // terms: bit 0 common (in every row), bit 1 rare (in one row)
+        let masks = [1, 1, 1, 3];
+        let lens = [100.0, 100.0, 100.0, 100.0];
+        let s = text_scores(&masks, &lens, 2);
+        assert!(s[3] > s[0] * 3.0, "{s:?}");
+        assert!((s[0] - s[1]).abs() < 1e-12);
+        // all terms matched at the mean length: exactly 1
+        assert!((text_scores(&[3, 3], &[50.0, 50.0], 2)[0] - 1.0).abs() < 1e-12);
+        // of two rows matching the same term, the shorter scores higher
+        let s = text_scores(&[1, 1], &[20.0, 2000.0], 1);
+        assert!(s[0] > s[1], "{s:?}");
+        // a term no row holds lowers every score (a partial match)
+        assert!(text_scores(&[1, 1], &[50.0, 50.0], 2)[0] < 1.0);
+    }
+
+    #[test]
+    fn text_scores_survive_odd_input() {
+        assert!(text_scores(&[], &[], 3).is_empty());
+        assert_eq!(text_scores(&[1], &[10.0], 0), vec![0.0]);
+        // missing, zero or NaN lengths count as 1; masks past the terms are ignored
+        let s = text_scores(&[1, i64::MIN | 1, 1], &[f64::NAN, 0.0], 1);
+        assert!(s.iter().all(|x| x.is_finite() && *x > 0.0), "{s:?}");
+        assert_eq!(text_scores(&[-1], &[5.0], 100).len(), 1);
+    }
+
+    #[test]
+    fn hybrid_relevance_keeps_the_spread() {
+        assert!((hybrid_relevance(Some(1.0), 1.0) - 1.0).abs() < 1e-12);
+        assert_eq!(hybrid_relevance(Some(-0.3), 0.0), 0.0);
+        assert_eq!(hybrid_relevance(None, 0.6), 0.3);
+        assert_eq!(hybrid_relevance(Some(f64::NAN), f64::NAN), 0.0);
+        // a memory matching the query's words and meaning is well ahead of
+        // one sharing a name only: a 0.7 vs 0.665 trust gap cannot reorder them
+        let own = hybrid_relevance(Some(0.80), 0.9);
+        let other = hybrid_relevance(Some(0.45), 0.2);
+        assert!(own * 0.665 > other * 0.7);
+        // an exact rare token with a weak vector match beats the best
+        // vector-only neighbour
+        assert!(hybrid_relevance(Some(0.2), 1.0) > hybrid_relevance(Some(0.7), 0.0));
     }
 
     #[test]

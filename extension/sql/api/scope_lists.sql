@@ -276,31 +276,63 @@ CREATE TRIGGER zz_scope_lists_delete AFTER DELETE ON engram.memories
 CREATE TRIGGER zz_scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
--- Full-text leg of search: matches of any query term, best ts_rank_cd first.
--- A row matching an exact token of the query (p_exact: codes, ids,
--- numbers) ranks above every row matching plain words only: its rank is
--- ts_rank_cd + 1 (ts_rank_cd(..., 32) is below 1), so a ticket id is never
--- buried under filler that shares many common words with a long question.
-CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer, p_exact tsquery DEFAULT NULL)
+-- The distinct terms (lexemes) of a query, each a one-term tsquery, in the
+-- order they first appear; at most engram-core's MAX_QUERY_TERMS (the
+-- text leg's bit masks).
+CREATE FUNCTION engram._query_terms(p_text text) RETURNS tsquery[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT coalesce(array_agg(quote_literal(t.lexeme)::tsquery ORDER BY t.first, t.lexeme), '{}')
+    FROM (SELECT u.lexeme, u.positions[1] AS first
+          FROM unnest(to_tsvector('english', coalesce(p_text, ''))) u
+          ORDER BY 2, 1 LIMIT engram._max_query_terms()) t
+$fn$;
+
+-- Which of the query terms p_terms a row's tsvector holds, as bits (term
+-- i is bit i - 1): the input of engram._text_scores.
+CREATE FUNCTION engram._term_mask(p_tsv tsvector, p_terms tsquery[]) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT coalesce(bit_or(1::bigint << (i - 1)), 0) FROM generate_subscripts(p_terms, 1) i WHERE p_tsv @@ p_terms[i]
+$fn$;
+
+-- Full-text leg of search: the rows holding any term of the query (an OR
+-- query: a long question still finds the memory holding its one rare
+-- word), best text score first. The score is engram-core's text_scores:
+-- the share of the query's IDF a row holds times BM25's length factor,
+-- with the statistics (document frequencies, mean length) of the matching
+-- rows, so every matching row is read once; lengths are octet_length,
+-- which reads a long content's size without fetching it.
+CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer)
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
 ROWS 30
 AS $fn$
 DECLARE
-    -- any term may match (OR): a long question still finds the one memory
-    -- holding its rare token; ts_rank_cd rewards rows matching more terms.
-    v_query tsquery := replace(plainto_tsquery('english', p_text)::text, ' & ', ' | ')::tsquery;
+    v_terms tsquery[] := engram._query_terms(p_text);
+    v_query tsquery;
+    v_mask  text;
+    v_ids   uuid[];
+    v_masks bigint[];
+    v_lens  float8[];
 BEGIN
-    IF v_query IS NULL OR numnode(v_query) = 0 THEN
+    IF cardinality(v_terms) = 0 THEN
         RETURN;
     END IF;
     PERFORM engram._check_scope(s);
-    RETURN QUERY EXECUTE
-        'SELECT m.id, (ts_rank_cd(m.content_tsv, $1, 32) + CASE WHEN m.content_tsv @@ $12 THEN 1 ELSE 0 END)::real
+    SELECT string_agg(t::text, ' | ')::tsquery INTO v_query FROM unnest(v_terms) t;
+    -- The mask written out term by term: evaluated per matching row, a
+    -- function call each would cost more than the match itself.
+    SELECT string_agg(format('CASE WHEN m.content_tsv @@ $12[%s] THEN %s::bigint ELSE 0 END', i, 1::bigint << (i - 1)), ' | ')
+    INTO v_mask FROM generate_subscripts(v_terms, 1) i;
+    EXECUTE
+        'SELECT array_agg(m.id), array_agg(' || v_mask || '), array_agg(octet_length(m.content)::float8)
          FROM engram.memories m'
-        || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1 ORDER BY 2 DESC, m.id LIMIT $11'
+        || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'
+        INTO v_ids, v_masks, v_lens
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-              s.session_id, s.created_after, s.created_before, p_n, p_exact,
+              s.session_id, s.created_after, s.created_before, p_n, v_terms,
               s.max_level, s.space, s.group_id, s.valid_at;
+    RETURN QUERY
+        SELECT x.id, x.score FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, cardinality(v_terms))) AS x(id, score)
+        ORDER BY x.score DESC, x.id LIMIT p_n;
 END
 $fn$;

@@ -107,8 +107,8 @@ END
 $fn$;
 
 -- Candidates per search leg for k results: k; at least 100 for a hybrid
--- query, so that a lexical hit with a weak (but not absent) vector rank
--- gets credit for both lists instead of tying with vector-only rows; at
+-- query, so that a memory near the query in meaning and in words is in
+-- both legs' pools and gets both its cosine and its text score; at
 -- least 50 when the query names a time, so that in-window memories a
 -- little further down are there to boost.
 CREATE FUNCTION engram._pool(p_k integer, p_hybrid boolean, p_windowed boolean) RETURNS integer
@@ -118,29 +118,12 @@ BEGIN
 END
 $fn$;
 
--- The query's exact tokens (codes, ids, numbers) as a tsquery of
--- alternatives; NULL when it has none: a text match on one of them is a
--- full vote in the fusion, a match on plain words a weak one.
-CREATE FUNCTION engram._exact_query(p_text text) RETURNS tsquery
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-DECLARE
-    v tsquery;
-BEGIN
-    IF nullif(btrim(p_text), '') IS NULL THEN
-        RETURN NULL;
-    END IF;
-    SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v
-    FROM unnest(engram._exact_tokens(p_text)) t, plainto_tsquery('english', t) q
-    WHERE numnode(q) > 0;
-    RETURN v;
-END
-$fn$;
-
 -- The k best memories of scope s for a query, best score first: the body of
 -- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
--- text legs by rank; a row that the text leg found is kept whatever its
--- cosine (min_similarity applies to vector-only rows), so a rare exact token
--- is found even when the embeddings disagree. A memory whose occurred_at
+-- text legs by score (engram-core hybrid_relevance: the mean of cosine
+-- similarity and text score); a row that the text leg found is kept
+-- whatever its cosine (min_similarity applies to vector-only rows), so a
+-- rare exact token is found even when the embeddings disagree. A memory whose occurred_at
 -- falls in p_window (the time the query names, engram.time_window) ranks
 -- higher: its relevance is multiplied by engram-core's window boost. A
 -- boost, not a filter: the legs' candidate pools are widened to at least
@@ -156,9 +139,6 @@ DECLARE
     v_weight real := engram._setting_staleness_weight();
     v_text   text := nullif(btrim(p_text), '');
     v_hits   engram.search_hit[];
-    -- The query's exact tokens (codes, ids, numbers): a text match on one
-    -- of them is a full vote in the fusion, a match on plain words a weak one.
-    v_exact  tsquery;
     v_vids   uuid[];
     v_vdists float8[];
     v_lids   uuid[];
@@ -175,11 +155,9 @@ BEGIN
     END IF;
     -- Candidates per leg. Vector search ranks the k nearest by composite
     -- score (trust and staleness reorder them, they do not pull in rows
-    -- outside the k nearest). Hybrid queries widen the vector pool so that
-    -- a lexical hit with a weak (but not absent) vector rank gets credit
-    -- for both lists instead of tying with vector-only rows.
+    -- outside the k nearest). Hybrid queries widen both pools (engram._pool):
+    -- a row outside the text pool counts as no text match.
     v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
-    v_exact := engram._exact_query(v_text);
 
     -- Each leg's candidates first, then their rows (engram._rows): a
     -- statement never joins a candidate function to the table (Citus).
@@ -202,23 +180,15 @@ BEGIN
               WHERE 1 - k.distance >= coalesce(p_min_similarity, 0)) x;
     ELSE
     SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
-    FROM engram._lexical(s, v_text, v_pool, v_exact) l;
-    WITH vec AS (
-        SELECT c.id, c.distance, row_number() OVER (ORDER BY c.distance, c.id) AS r
-        FROM unnest(v_vids, v_vdists) AS c(id, distance)
-    ), lex AS (
-        SELECT l.id, l.rank, row_number() OVER (ORDER BY l.rank DESC, l.id) AS r
-        FROM unnest(v_lids, v_lranks) AS l(id, rank)
-    ), fused AS (
-        SELECT coalesce(vec.id, lex.id) AS id, vec.r AS vr, lex.r AS lr, vec.distance, lex.rank
-        FROM vec FULL JOIN lex ON lex.id = vec.id
+    FROM engram._lexical(s, v_text, v_pool) l;
+    WITH fused AS (
+        SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
+        FROM unnest(v_vids, v_vdists) AS v(id, distance)
+        FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id
     ), scored AS (
-        SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.lr,
+        SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.rank AS text_score,
                CASE WHEN p_embedding IS NOT NULL
                     THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
-               CASE WHEN p_embedding IS NULL THEN engram._text_relevance(f.rank)
-                    -- the text leg ranks exact-token matches at 1 and above
-                    ELSE engram._weighted_fusion(f.vr, f.lr, f.rank >= 1) END AS relevance,
                m.trust_score, m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to
         FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
     )
@@ -229,8 +199,10 @@ BEGIN
     INTO v_hits
     FROM (SELECT y.*, engram.rank_score(engram._window_boosted(y.relevance, coalesce(p_window @> y.occurred_at, false)),
                                         y.trust_score, y.staleness_score, v_weight) AS score
-          FROM scored y
-          WHERE y.lr IS NOT NULL OR y.sim IS NULL OR y.sim >= coalesce(p_min_similarity, 0)) x;
+          FROM (SELECT z.*, CASE WHEN p_embedding IS NULL THEN z.text_score
+                                 ELSE engram._hybrid_relevance(z.sim, z.text_score) END AS relevance
+                FROM scored z) y
+          WHERE y.text_score IS NOT NULL OR y.sim IS NULL OR y.sim >= coalesce(p_min_similarity, 0)) x;
     END IF;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
@@ -242,7 +214,7 @@ $fn$;
 -- later counts as active), valid at s.valid_at (default p_known_at) as the
 -- store knew it then (a valid_to set later is not known yet). No index
 -- holds the past, so this is an exact pass over the owner's memories;
--- ranking is _search's (rank fusion of a vector and a text leg, trust,
+-- ranking is _search's (score fusion of a vector and a text leg, trust,
 -- staleness, the window boost). The vector leg compares each memory's
 -- current embedding (revisions keep none); the text leg reads the content
 -- of then. p_ids (when not NULL) keeps those memories only: a search about
@@ -258,16 +230,13 @@ DECLARE
     v_weight real := engram._setting_staleness_weight();
     v_text   text := nullif(btrim(p_text), '');
     v_valid  timestamptz := coalesce(s.valid_at, p_known_at);
+    v_terms  tsquery[] := engram._query_terms(v_text);
     v_query  tsquery;
-    v_exact  tsquery;
     v_hits   engram.search_hit[];
 BEGIN
     PERFORM engram._check_scope(s);
     v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
-    v_exact := engram._exact_query(v_text);
-    IF v_text IS NOT NULL THEN
-        v_query := nullif(replace(plainto_tsquery('english', v_text)::text, ' & ', ' | '), '')::tsquery;
-    END IF;
+    SELECT string_agg(t::text, ' | ')::tsquery INTO v_query FROM unnest(v_terms) t;
     WITH past AS (
         SELECT m.id, coalesce(v.content, m.content) AS content, coalesce(v.tags, m.tags) AS tags,
                coalesce(v.metadata, m.metadata) AS metadata, m.kind, m.embedding, m.trust_score,
@@ -291,23 +260,28 @@ BEGIN
         SELECT p.*,
                CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
                     THEN (1 - (p.embedding <=> p_embedding))::real END AS sim,
-               CASE WHEN p.tsv @@ v_query
-                    THEN (ts_rank_cd(p.tsv, v_query, 32) + CASE WHEN p.tsv @@ v_exact THEN 1 ELSE 0 END)::real END AS lrank
+               CASE WHEN p.tsv @@ v_query THEN engram._term_mask(p.tsv, v_terms) END AS mask
         FROM (SELECT q.*, to_tsvector('english', q.content) AS tsv FROM past q) p
         WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
           AND p.valid_from <= v_valid AND (p.valid_to IS NULL OR p.valid_to > v_valid)
+    ), lexed AS (
+        -- the text leg's statistics are those of the matching rows, as _lexical's
+        SELECT array_agg(l.id) AS ids, array_agg(l.mask) AS masks, array_agg(octet_length(l.content)::float8) AS lens
+        FROM legs l WHERE l.mask IS NOT NULL
+    ), tscore AS (
+        SELECT t.id, t.score
+        FROM lexed, unnest(lexed.ids, engram._text_scores(lexed.masks, lexed.lens, cardinality(v_terms))) AS t(id, score)
     ), ranked AS (
-        SELECT l.*,
+        SELECT l.*, t.score AS lrank,
                CASE WHEN l.sim IS NOT NULL THEN row_number() OVER (ORDER BY l.sim IS NULL, l.sim DESC, l.id) END AS vr,
-               CASE WHEN l.lrank IS NOT NULL THEN row_number() OVER (ORDER BY l.lrank IS NULL, l.lrank DESC, l.id) END AS lr
-        FROM legs l
+               CASE WHEN t.score IS NOT NULL THEN row_number() OVER (ORDER BY t.score IS NULL, t.score DESC, l.id) END AS lr
+        FROM legs l LEFT JOIN tscore t ON t.id = l.id
     ), scored AS (
         -- the legs' pools, as _search's: the v_pool best of each
         SELECT r.*,
                CASE WHEN v_text IS NULL THEN r.sim
-                    WHEN p_embedding IS NULL THEN engram._text_relevance(r.lrank)
-                    ELSE engram._weighted_fusion(CASE WHEN r.vr <= v_pool THEN r.vr END,
-                                                 CASE WHEN r.lr <= v_pool THEN r.lr END, r.lrank >= 1) END AS relevance
+                    WHEN p_embedding IS NULL THEN r.lrank
+                    ELSE engram._hybrid_relevance(r.sim, CASE WHEN r.lr <= v_pool THEN r.lrank END) END AS relevance
         FROM ranked r
         WHERE (r.vr <= v_pool AND (r.lr <= v_pool OR r.sim >= coalesce(p_min_similarity, 0)))
            OR (v_text IS NOT NULL AND r.lr <= v_pool)
