@@ -29,6 +29,7 @@ AS 'MODULE_PATHNAME', '_max_query_terms_wrapper';
 CREATE FUNCTION engram."_text_scores"(
 	"masks" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
 	"lens" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"exact" bool[], /* :: std :: option :: Option < Vec < Option < bool > > > */
 	"terms" INT /* Option < i32 > */
 ) RETURNS real[] /* Vec < f32 > */
 IMMUTABLE PARALLEL SAFE

@@ -356,7 +356,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
         .prepare("INSERT INTO public.conversation_questions VALUES ($1, $2, $3, $4, $5::text::timestamptz, $6, $7)")
         .await
         .unwrap();
-    let mut asked = 0;
+    let mut asked = 0usize;
     for (n, (owner, alias)) in data.iter().zip(&aliases).enumerate() {
         let name = format!("{OWNER_PREFIX}{n}");
         for q in &owner.questions {
@@ -393,7 +393,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
                 }
             }
             asked += 1;
-            if asked % 100 == 0 {
+            if asked.is_multiple_of(100) {
                 eprintln!("[bench] conversations: {asked} of {questions} questions");
             }
         }

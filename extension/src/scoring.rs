@@ -77,14 +77,25 @@ fn _exact_tokens(query: &str) -> Vec<String> {
 }
 
 /// Text scores of the rows matching a query (engram-core
-/// `search::text_scores`): bit masks of the query terms each row holds and
-/// the rows' lengths, in; a score per row, in the same order, out.
+/// `search::text_scores`): bit masks of the query terms each row holds, the
+/// rows' lengths and whether each holds an exact token of the query, in; a
+/// score per row, in the same order, out.
 #[pg_extern(immutable, parallel_safe)]
-fn _text_scores(masks: Option<Vec<Option<i64>>>, lens: Option<Vec<Option<f64>>>, terms: Option<i32>) -> Vec<f32> {
+fn _text_scores(
+    masks: Option<Vec<Option<i64>>>,
+    lens: Option<Vec<Option<f64>>>,
+    exact: Option<Vec<Option<bool>>>,
+    terms: Option<i32>,
+) -> Vec<f32> {
     let masks: Vec<i64> = masks.unwrap_or_default().into_iter().map(|m| m.unwrap_or(0)).collect();
     let lens: Vec<f64> = lens.unwrap_or_default().into_iter().map(|l| l.unwrap_or(0.0)).collect();
+    let exact: Vec<bool> = exact
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.unwrap_or(false))
+        .collect();
     let terms = usize::try_from(terms.unwrap_or(0)).unwrap_or(0);
-    search::text_scores(&masks, &lens, terms)
+    search::text_scores(&masks, &lens, &exact, terms)
         .into_iter()
         .map(|s| s as f32)
         .collect()

@@ -47,6 +47,11 @@ async def test_browse_search_open_forget_and_add_a_resource(browser):
             tea = r["id"]
             await call(s, "memory_update", id=tea, content="Vera's favourite tea is gyokuro")
             await call(s, "memory_remember", content="Vera rides a blue bicycle to work")
+            # The corrected memory ranks first for its own words: a correction
+            # by the owner does not make it less trusted than one never checked,
+            # and relevance keeps the gap between a full and a partial match.
+            hits, _ = await call(s, "memory_search", query="Vera favourite tea gyokuro")
+            assert [h["id"] for h in hits["results"]][0] == tea, hits
 
         d = browser
         d.get(base + "/ui")
@@ -66,6 +71,8 @@ async def test_browse_search_open_forget_and_add_a_resource(browser):
         wait(d, EC.staleness_of(before))  # the search's results replaced the first list
         tea_link = lambda d: [e for e in d.find_elements(By.CSS_SELECTOR, "#results .memory-link") if "gyokuro" in e.text]
         wait(d, tea_link)
+        first = d.find_elements(By.CSS_SELECTOR, "#results .memory-link")[0]
+        assert "gyokuro" in first.text, first.text
         tea_link(d)[0].click()
         wait(d, EC.visibility_of_element_located((By.ID, "detail")))
         wait(d, lambda d: d.find_element(By.CSS_SELECTOR, "#fields .field-content").text.endswith("gyokuro"))

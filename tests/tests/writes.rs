@@ -233,7 +233,10 @@ async fn update_keeps_revisions_and_counts_corrections() {
     assert_eq!(row.get::<_, i64>(2), 2);
     c.execute("SELECT engram.rescore()", &[]).await.unwrap();
     let trust: f32 = c
-        .query_one("SELECT trust_score FROM engram.recall(owner => 'alice', id => $1)", &[&id])
+        .query_one(
+            "SELECT trust_score FROM engram.recall(owner => 'alice', id => $1)",
+            &[&id],
+        )
         .await
         .unwrap()
         .get(0);

@@ -5,6 +5,12 @@
 pub const DEFAULT_K: i32 = 10;
 pub const MAX_K: i32 = 100;
 
+// Reciprocal rank fusion, exact tokens and the word-match weight ranked
+// hybrid search from 0.3.0 to 0.13.0 and stay for the Rust functions those
+// releases' upgrade scripts create (`_fused_relevance`, `_weighted_fusion`,
+// `_exact_tokens`, `_text_relevance`); since 0.14.0 search fuses scores
+// ([`text_scores`], [`hybrid_relevance`]).
+
 /// Constant of reciprocal rank fusion; 60 is the value from Cormack et al.
 /// and what most hybrid search engines use.
 pub const RRF_K: f64 = 60.0;
@@ -90,6 +96,14 @@ pub fn text_relevance(ts_rank: f64) -> f64 {
 pub const BM25_K1: f64 = 1.2;
 pub const BM25_B: f64 = 0.75;
 
+/// What a row holding an exact token of the query ([`exact_tokens`]: a
+/// code, an id, a number) adds to its text score. Such a match is one of
+/// identity, which embeddings cannot see (OPS-4521 and OPS-4522 embed
+/// alike): the bonus lifts it above every row that only shares words or
+/// meaning with the query, so a ticket id is found even when the embeddings
+/// disagree (SPEC 4). As the text leg did since 0.4.0 (`ts_rank_cd` + 1).
+pub const EXACT_MATCH_BONUS: f64 = 1.0;
+
 /// Distinct query terms the text leg weighs: a row's matched terms are a
 /// bit mask (`bigint`). Later terms of a longer query still find rows (the
 /// OR query holds them all) but add nothing to the score.
@@ -107,7 +121,8 @@ pub fn idf(n: f64, df: f64) -> f64 {
 /// `lens[i]` long (characters: BM25 reads a length only against the
 /// mean). Score = the share of the query's IDF the row matches ×
 /// BM25's length factor (k1 + 1) / (1 + k1 × (1 − b + b × len / mean len)),
-/// so 1 for an average-length row holding every term, more for a short one.
+/// so 1 for an average-length row holding every term, more for a short one;
+/// plus [`EXACT_MATCH_BONUS`] where `exact[i]` (the row holds an exact token).
 ///
 /// The statistics (row count, document frequencies, mean length) are those
 /// of the matching rows, which every row holding a query term is: exact
@@ -121,7 +136,7 @@ pub fn idf(n: f64, df: f64) -> f64 {
 /// Compared with `ts_rank_cd`, which the text leg used before 0.14.0, rare
 /// words count more than common ones and long rows no longer win by
 /// matching more words.
-pub fn text_scores(masks: &[i64], lens: &[f64], terms: usize) -> Vec<f64> {
+pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) -> Vec<f64> {
     let terms = terms.min(MAX_QUERY_TERMS);
     let rows = masks.len();
     if rows == 0 || terms == 0 {
@@ -159,7 +174,12 @@ pub fn text_scores(masks: &[i64], lens: &[f64], terms: usize) -> Vec<f64> {
                 return 0.0;
             }
             let norm = 1.0 - BM25_B + BM25_B * len(i) / mean;
-            matched / total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm)
+            let bonus = if exact.get(i).copied().unwrap_or(false) {
+                EXACT_MATCH_BONUS
+            } else {
+                0.0
+            };
+            matched / total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm) + bonus
         })
         .collect()
 }
@@ -221,26 +241,29 @@ mod tests {
         // terms: bit 0 common (in every row), bit 1 rare (in one row)
         let masks = [1, 1, 1, 3];
         let lens = [100.0, 100.0, 100.0, 100.0];
-        let s = text_scores(&masks, &lens, 2);
+        let s = text_scores(&masks, &lens, &[], 2);
         assert!(s[3] > s[0] * 3.0, "{s:?}");
         assert!((s[0] - s[1]).abs() < 1e-12);
         // all terms matched at the mean length: exactly 1
-        assert!((text_scores(&[3, 3], &[50.0, 50.0], 2)[0] - 1.0).abs() < 1e-12);
+        assert!((text_scores(&[3, 3], &[50.0, 50.0], &[], 2)[0] - 1.0).abs() < 1e-12);
         // of two rows matching the same term, the shorter scores higher
-        let s = text_scores(&[1, 1], &[20.0, 2000.0], 1);
+        let s = text_scores(&[1, 1], &[20.0, 2000.0], &[], 1);
         assert!(s[0] > s[1], "{s:?}");
+        // an exact token lifts a partial match above full word matches
+        let s = text_scores(&[1, 3, 3], &[50.0, 50.0, 50.0], &[true, false, false], 2);
+        assert!(s[0] > s[1] && s[0] > 1.0, "{s:?}");
         // a term no row holds lowers every score (a partial match)
-        assert!(text_scores(&[1, 1], &[50.0, 50.0], 2)[0] < 1.0);
+        assert!(text_scores(&[1, 1], &[50.0, 50.0], &[], 2)[0] < 1.0);
     }
 
     #[test]
     fn text_scores_survive_odd_input() {
-        assert!(text_scores(&[], &[], 3).is_empty());
-        assert_eq!(text_scores(&[1], &[10.0], 0), vec![0.0]);
+        assert!(text_scores(&[], &[], &[], 3).is_empty());
+        assert_eq!(text_scores(&[1], &[10.0], &[true], 0), vec![0.0]);
         // missing, zero or NaN lengths count as 1; masks past the terms are ignored
-        let s = text_scores(&[1, i64::MIN | 1, 1], &[f64::NAN, 0.0], 1);
+        let s = text_scores(&[1, i64::MIN | 1, 1], &[f64::NAN, 0.0], &[false], 1);
         assert!(s.iter().all(|x| x.is_finite() && *x > 0.0), "{s:?}");
-        assert_eq!(text_scores(&[-1], &[5.0], 100).len(), 1);
+        assert_eq!(text_scores(&[-1], &[5.0], &[], 100).len(), 1);
     }
 
     #[test]

@@ -300,8 +300,11 @@ $fn$;
 -- the share of the query's IDF a row holds times BM25's length factor,
 -- with the statistics (document frequencies, mean length) of the matching
 -- rows, so every matching row is read once; lengths are octet_length,
--- which reads a long content's size without fetching it.
-CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer)
+-- which reads a long content's size without fetching it. A row holding
+-- an exact token of the query (p_exact: codes, ids, numbers) scores
+-- engram-core's EXACT_MATCH_BONUS more: a ticket id is never buried under
+-- rows that share many common words with a long question.
+CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer, p_exact tsquery DEFAULT NULL)
 RETURNS TABLE (id uuid, rank real)
 LANGUAGE plpgsql
 ROWS 30
@@ -313,6 +316,7 @@ DECLARE
     v_ids   uuid[];
     v_masks bigint[];
     v_lens  float8[];
+    v_exact boolean[];
 BEGIN
     IF cardinality(v_terms) = 0 THEN
         RETURN;
@@ -324,15 +328,17 @@ BEGIN
     SELECT string_agg(format('CASE WHEN m.content_tsv @@ $12[%s] THEN %s::bigint ELSE 0 END', i, 1::bigint << (i - 1)), ' | ')
     INTO v_mask FROM generate_subscripts(v_terms, 1) i;
     EXECUTE
-        'SELECT array_agg(m.id), array_agg(' || v_mask || '), array_agg(octet_length(m.content)::float8)
+        'SELECT array_agg(m.id), array_agg(' || v_mask || '), array_agg(octet_length(m.content)::float8),
+                array_agg(coalesce(m.content_tsv @@ $17, false))
          FROM engram.memories m'
         || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'
-        INTO v_ids, v_masks, v_lens
+        INTO v_ids, v_masks, v_lens, v_exact
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
               s.session_id, s.created_after, s.created_before, p_n, v_terms,
-              s.max_level, s.space, s.group_id, s.valid_at;
+              s.max_level, s.space, s.group_id, s.valid_at, p_exact;
     RETURN QUERY
-        SELECT x.id, x.score FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, cardinality(v_terms))) AS x(id, score)
+        SELECT x.id, x.score
+        FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, v_exact, cardinality(v_terms))) AS x(id, score)
         ORDER BY x.score DESC, x.id LIMIT p_n;
 END
 $fn$;

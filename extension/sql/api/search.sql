@@ -118,6 +118,24 @@ BEGIN
 END
 $fn$;
 
+-- The query's exact tokens (codes, ids, numbers) as a tsquery of
+-- alternatives; NULL when it has none: a row holding one of them gets
+-- engram-core's EXACT_MATCH_BONUS on its text score.
+CREATE FUNCTION engram._exact_query(p_text text) RETURNS tsquery
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    v tsquery;
+BEGIN
+    IF nullif(btrim(p_text), '') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT string_agg('(' || q::text || ')', ' | ')::tsquery INTO v
+    FROM unnest(engram._exact_tokens(p_text)) t, plainto_tsquery('english', t) q
+    WHERE numnode(q) > 0;
+    RETURN v;
+END
+$fn$;
+
 -- The k best memories of scope s for a query, best score first: the body of
 -- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
 -- text legs by score (engram-core hybrid_relevance: the mean of cosine
@@ -180,7 +198,7 @@ BEGIN
               WHERE 1 - k.distance >= coalesce(p_min_similarity, 0)) x;
     ELSE
     SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
-    FROM engram._lexical(s, v_text, v_pool) l;
+    FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text)) l;
     WITH fused AS (
         SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
         FROM unnest(v_vids, v_vdists) AS v(id, distance)
@@ -232,6 +250,7 @@ DECLARE
     v_valid  timestamptz := coalesce(s.valid_at, p_known_at);
     v_terms  tsquery[] := engram._query_terms(v_text);
     v_query  tsquery;
+    v_exact  tsquery := engram._exact_query(v_text);
     v_hits   engram.search_hit[];
 BEGIN
     PERFORM engram._check_scope(s);
@@ -260,17 +279,19 @@ BEGIN
         SELECT p.*,
                CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
                     THEN (1 - (p.embedding <=> p_embedding))::real END AS sim,
-               CASE WHEN p.tsv @@ v_query THEN engram._term_mask(p.tsv, v_terms) END AS mask
+               CASE WHEN p.tsv @@ v_query THEN engram._term_mask(p.tsv, v_terms) END AS mask,
+               coalesce(p.tsv @@ v_exact, false) AS exact
         FROM (SELECT q.*, to_tsvector('english', q.content) AS tsv FROM past q) p
         WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
           AND p.valid_from <= v_valid AND (p.valid_to IS NULL OR p.valid_to > v_valid)
     ), lexed AS (
         -- the text leg's statistics are those of the matching rows, as _lexical's
-        SELECT array_agg(l.id) AS ids, array_agg(l.mask) AS masks, array_agg(octet_length(l.content)::float8) AS lens
+        SELECT array_agg(l.id) AS ids, array_agg(l.mask) AS masks, array_agg(octet_length(l.content)::float8) AS lens,
+               array_agg(l.exact) AS exact
         FROM legs l WHERE l.mask IS NOT NULL
     ), tscore AS (
         SELECT t.id, t.score
-        FROM lexed, unnest(lexed.ids, engram._text_scores(lexed.masks, lexed.lens, cardinality(v_terms))) AS t(id, score)
+        FROM lexed, unnest(lexed.ids, engram._text_scores(lexed.masks, lexed.lens, lexed.exact, cardinality(v_terms))) AS t(id, score)
     ), ranked AS (
         SELECT l.*, t.score AS lrank,
                CASE WHEN l.sim IS NOT NULL THEN row_number() OVER (ORDER BY l.sim IS NULL, l.sim DESC, l.id) END AS vr,
