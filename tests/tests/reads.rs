@@ -72,6 +72,70 @@ async fn search_reports_each_hits_source_in_both_legs() {
     }
 }
 
+/// The text leg (0.14.0): the share of the query's IDF a row holds times
+/// BM25's length factor. Rare words count more than common ones, a long row
+/// does not win by holding more words, and how much better one row matches
+/// survives into the hybrid relevance.
+#[tokio::test]
+async fn text_scores_weigh_rare_words_and_length() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let e = "kind => 'episodic'";
+    for i in 0..12 {
+        create(
+            c,
+            "alice",
+            &format!("weekly team meeting number {i} went fine"),
+            &[1.0, 0.0, 0.0, 0.0],
+            e,
+        )
+        .await;
+    }
+    let kiwi = create(c, "alice", "the kiwi budget was approved", &[0.0, 1.0, 0.0, 0.0], e).await;
+    let long = create(
+        c,
+        "alice",
+        &format!(
+            "kiwi budget {}",
+            "and then we talked at length about many other things ".repeat(40)
+        ),
+        &[0.0, 0.0, 1.0, 0.0],
+        e,
+    )
+    .await;
+    // "meeting" is in 12 rows, "kiwi" and "budget" in two: the rare words win
+    let text = ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_text => 'what did the team meeting say about the kiwi budget?', k => 3)",
+    )
+    .await;
+    assert_eq!(
+        text[..2],
+        [kiwi, long],
+        "rare words first, the short row before the long one"
+    );
+    // the same holds fused with vectors that favour the meetings
+    let hybrid = c
+        .query(
+            "SELECT id, score FROM engram.search(owner => 'alice', query_embedding => '[1,0.2,0,0]',
+                 query_text => 'kiwi budget', k => 3)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(hybrid[0].get::<_, Uuid>(0), kiwi);
+    // a score gap, not a rank step: the second row scores well below the first
+    let (first, second): (f32, f32) = (hybrid[0].get(1), hybrid[1].get(1));
+    assert!(second < first * 0.9, "{first} vs {second}");
+    // a query of stop words only finds nothing by text
+    assert!(ids(
+        c,
+        "SELECT id FROM engram.search(owner => 'alice', query_text => 'what is the')"
+    )
+    .await
+    .is_empty());
+}
+
 #[tokio::test]
 async fn hybrid_search_finds_rare_token_the_embedding_misses() {
     let db = TestDb::new(4).await;

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.12.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.13.0,
 //! whose install scripts are checked in as sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1008,4 +1008,51 @@ async fn upgrade_from_0_12_0_gives_memories_their_time() {
         .unwrap()
         .get(0);
     assert_eq!(about["entity"]["memories"], 1);
+}
+
+#[tokio::test]
+async fn upgrade_from_0_13_0_gives_corrected_memories_their_trust_back() {
+    let (_, old) = install("0.13.0").await;
+    // An agent's memory its owner corrected (0.13.0: trust 0.7 × 0.95) and
+    // one never touched.
+    let corrected: Uuid = old
+        .query_one(
+            "SELECT id FROM engram.remember(owner => 'alice', content => 'Vera''s favourite tea is sencha',
+                 embedding => '[1,0,0,0]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    old.batch_execute(&format!(
+        "SELECT engram.update(owner => 'alice', id => '{corrected}', content => 'Vera''s favourite tea is gyokuro',
+             embedding => '[1,0.1,0,0]')"
+    ))
+    .await
+    .unwrap();
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'Vera rides a blue bicycle to work', embedding => '[0,1,0,0]')",
+    )
+    .await
+    .unwrap();
+    let before: f32 = old
+        .query_one("SELECT trust_score FROM engram.memories WHERE id = $1", &[&corrected])
+        .await
+        .unwrap()
+        .get(0);
+    assert!((before - 0.665).abs() < 0.001, "{before}");
+    let snapshot =
+        "SELECT string_agg(m.id || m.content || m.status || m.correction_count || m.revision, ',' ORDER BY m.id)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    let after: Vec<f32> = column(&old, "SELECT trust_score FROM engram.memories ORDER BY trust_score").await;
+    assert!(after.iter().all(|t| (t - 0.7).abs() < 0.001), "{after:?}");
+    // The corrected memory ranks first for its own words.
+    let hits: Vec<String> = column(
+        &old,
+        "SELECT content FROM engram.search(owner => 'alice', query_embedding => '[1,0.05,0,0]',
+             query_text => 'Vera favourite tea gyokuro', k => 2)",
+    )
+    .await;
+    assert_eq!(hits[0], "Vera's favourite tea is gyokuro");
 }
