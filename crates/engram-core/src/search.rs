@@ -106,8 +106,49 @@ pub const EXACT_MATCH_BONUS: f64 = 1.0;
 
 /// Distinct query terms the text leg weighs: a row's matched terms are a
 /// bit mask (`bigint`). Later terms of a longer query still find rows (the
-/// OR query holds them all) but add nothing to the score.
+/// text leg's OR query holds every term) but add nothing to the score.
 pub const MAX_QUERY_TERMS: usize = 63;
+
+/// Which of `terms` (at most [`MAX_QUERY_TERMS`]; term i is bit i) a
+/// tsvector holds, read from its binary send format (`tsvectorsend`:
+/// a big-endian i32 count, then per lexeme its bytes, a NUL, a big-endian
+/// u16 position count and that many u16 positions). One pass over the
+/// value, however many terms: matching each term with `@@` would
+/// decompress a long memory's tsvector once per term. Malformed input
+/// yields the bits found before the fault.
+pub fn term_mask(send: &[u8], terms: &[&str]) -> i64 {
+    let terms = &terms[..terms.len().min(MAX_QUERY_TERMS)];
+    let mut sorted: Vec<(&[u8], usize)> = terms.iter().enumerate().map(|(i, t)| (t.as_bytes(), i)).collect();
+    sorted.sort_unstable();
+    let mut mask = 0i64;
+    let Some(count) = send.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else {
+        return 0;
+    };
+    let mut at = 4usize;
+    for _ in 0..count.max(0) {
+        let Some(len) = send.get(at..).and_then(|rest| rest.iter().position(|b| *b == 0)) else {
+            break;
+        };
+        let lexeme = &send[at..at + len];
+        at += len + 1;
+        let Some(npos) = send.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+            break;
+        };
+        at += 2 + 2 * usize::from(npos);
+        if let Ok(found) = sorted.binary_search_by(|(t, _)| (*t).cmp(lexeme)) {
+            // equal terms sit together; set every index that holds this lexeme
+            let mut k = found;
+            while k > 0 && sorted[k - 1].0 == lexeme {
+                k -= 1;
+            }
+            while k < sorted.len() && sorted[k].0 == lexeme {
+                mask |= 1 << sorted[k].1;
+                k += 1;
+            }
+        }
+    }
+    mask
+}
 
 /// BM25's inverse document frequency of a term found in `df` of `n` rows;
 /// never negative (the "+1" form).
@@ -118,8 +159,8 @@ pub fn idf(n: f64, df: f64) -> f64 {
 
 /// Text scores of the rows that match a query of `terms` distinct terms:
 /// row i holds the terms whose bits are set in `masks[i]` and is
-/// `lens[i]` long (characters: BM25 reads a length only against the
-/// mean). Score = the share of the query's IDF the row matches ×
+/// `lens[i]` long (bytes of its content: BM25 reads a length only against
+/// the mean). Score = the share of the query's IDF the row matches ×
 /// BM25's length factor (k1 + 1) / (1 + k1 × (1 − b + b × len / mean len)),
 /// so 1 for an average-length row holding every term, more for a short one;
 /// plus [`EXACT_MATCH_BONUS`] where `exact[i]` (the row holds an exact token).
@@ -254,6 +295,43 @@ mod tests {
         assert!(s[0] > s[1] && s[0] > 1.0, "{s:?}");
         // a term no row holds lowers every score (a partial match)
         assert!(text_scores(&[1, 1], &[50.0, 50.0], &[], 2)[0] < 1.0);
+    }
+
+    /// tsvector_send's format for the lexemes given (positions 1..n each).
+    fn send(lexemes: &[(&str, u16)]) -> Vec<u8> {
+        let mut out = (lexemes.len() as i32).to_be_bytes().to_vec();
+        for (l, npos) in lexemes {
+            out.extend_from_slice(l.as_bytes());
+            out.push(0);
+            out.extend_from_slice(&npos.to_be_bytes());
+            for p in 1..=*npos {
+                out.extend_from_slice(&p.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn term_mask_reads_the_send_format() {
+        let v = send(&[("budget", 2), ("kiwi", 1), ("meet", 0), ("zürich", 1)]);
+        assert_eq!(term_mask(&v, &["kiwi", "team", "budget"]), 0b101);
+        assert_eq!(term_mask(&v, &["zürich"]), 1);
+        assert_eq!(term_mask(&v, &["meet", "meet"]), 0b11);
+        assert_eq!(term_mask(&v, &[]), 0);
+        // terms past the 63rd are not weighed
+        let many: Vec<String> = (0..70).map(|i| format!("t{i}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(term_mask(&send(&[("t69", 1)]), &refs), 0);
+        assert_eq!(term_mask(&send(&[("t62", 1)]), &refs), 1 << 62);
+        // malformed: truncated anywhere, a wrong count, garbage
+        for cut in 0..v.len() {
+            let _ = term_mask(&v[..cut], &["kiwi", "budget"]);
+        }
+        assert_eq!(term_mask(&v[..9], &["budget"]), 0);
+        let mut wrong = v.clone();
+        wrong[..4].copy_from_slice(&1000i32.to_be_bytes());
+        assert_eq!(term_mask(&wrong, &["zürich"]), 1);
+        assert_eq!(term_mask(&[0xff; 32], &["x"]), 0);
     }
 
     #[test]

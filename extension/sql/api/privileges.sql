@@ -58,6 +58,11 @@ REVOKE EXECUTE ON FUNCTION engram._entities(text, text[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._entity_key(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._time_window_bounds(text, double precision, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._window_boosted(real, boolean) FROM PUBLIC;
+-- (and those of 0.14.0)
+REVOKE EXECUTE ON FUNCTION engram._text_scores(bigint[], double precision[], boolean[], integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._hybrid_relevance(real, real) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._max_query_terms() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._term_mask(bytea, text[]) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -276,22 +276,23 @@ CREATE TRIGGER zz_scope_lists_delete AFTER DELETE ON engram.memories
 CREATE TRIGGER zz_scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
 
--- The distinct terms (lexemes) of a query, each a one-term tsquery, in the
--- order they first appear; at most engram-core's MAX_QUERY_TERMS (the
--- text leg's bit masks).
-CREATE FUNCTION engram._query_terms(p_text text) RETURNS tsquery[]
+-- The distinct terms (lexemes) of a query in the order they first appear,
+-- at most engram-core's MAX_QUERY_TERMS (the text leg's bit masks): the
+-- terms engram._term_mask looks for.
+CREATE FUNCTION engram._query_terms(p_text text) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT coalesce(array_agg(quote_literal(t.lexeme)::tsquery ORDER BY t.first, t.lexeme), '{}')
+    SELECT coalesce(array_agg(t.lexeme ORDER BY t.first, t.lexeme), '{}')
     FROM (SELECT u.lexeme, u.positions[1] AS first
           FROM unnest(to_tsvector('english', coalesce(p_text, ''))) u
           ORDER BY 2, 1 LIMIT engram._max_query_terms()) t
 $fn$;
 
--- Which of the query terms p_terms a row's tsvector holds, as bits (term
--- i is bit i - 1): the input of engram._text_scores.
-CREATE FUNCTION engram._term_mask(p_tsv tsvector, p_terms tsquery[]) RETURNS bigint
+-- A query's text as a tsquery of alternatives (every term, beyond the ones
+-- weighed too: a long question still finds the memory holding its one
+-- rare word); NULL when it has no terms.
+CREATE FUNCTION engram._any_term_query(p_text text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT coalesce(bit_or(1::bigint << (i - 1)), 0) FROM generate_subscripts(p_terms, 1) i WHERE p_tsv @@ p_terms[i]
+    SELECT nullif(replace(plainto_tsquery('english', coalesce(p_text, ''))::text, ' & ', ' | '), '')::tsquery
 $fn$;
 
 -- Full-text leg of search: the rows holding any term of the query (an OR
@@ -310,25 +311,20 @@ LANGUAGE plpgsql
 ROWS 30
 AS $fn$
 DECLARE
-    v_terms tsquery[] := engram._query_terms(p_text);
-    v_query tsquery;
-    v_mask  text;
+    v_terms text[] := engram._query_terms(p_text);
+    v_query tsquery := engram._any_term_query(p_text);
     v_ids   uuid[];
     v_masks bigint[];
     v_lens  float8[];
     v_exact boolean[];
 BEGIN
-    IF cardinality(v_terms) = 0 THEN
+    IF v_query IS NULL OR numnode(v_query) = 0 THEN
         RETURN;
     END IF;
     PERFORM engram._check_scope(s);
-    SELECT string_agg(t::text, ' | ')::tsquery INTO v_query FROM unnest(v_terms) t;
-    -- The mask written out term by term: evaluated per matching row, a
-    -- function call each would cost more than the match itself.
-    SELECT string_agg(format('CASE WHEN m.content_tsv @@ $12[%s] THEN %s::bigint ELSE 0 END', i, 1::bigint << (i - 1)), ' | ')
-    INTO v_mask FROM generate_subscripts(v_terms, 1) i;
     EXECUTE
-        'SELECT array_agg(m.id), array_agg(' || v_mask || '), array_agg(octet_length(m.content)::float8),
+        'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
+                array_agg(octet_length(m.content)::float8),
                 array_agg(coalesce(m.content_tsv @@ $17, false))
          FROM engram.memories m'
         || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'

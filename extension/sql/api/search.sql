@@ -248,14 +248,13 @@ DECLARE
     v_weight real := engram._setting_staleness_weight();
     v_text   text := nullif(btrim(p_text), '');
     v_valid  timestamptz := coalesce(s.valid_at, p_known_at);
-    v_terms  tsquery[] := engram._query_terms(v_text);
-    v_query  tsquery;
+    v_terms  text[] := engram._query_terms(v_text);
+    v_query  tsquery := engram._any_term_query(v_text);
     v_exact  tsquery := engram._exact_query(v_text);
     v_hits   engram.search_hit[];
 BEGIN
     PERFORM engram._check_scope(s);
     v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
-    SELECT string_agg(t::text, ' | ')::tsquery INTO v_query FROM unnest(v_terms) t;
     WITH past AS (
         SELECT m.id, coalesce(v.content, m.content) AS content, coalesce(v.tags, m.tags) AS tags,
                coalesce(v.metadata, m.metadata) AS metadata, m.kind, m.embedding, m.trust_score,
@@ -279,7 +278,7 @@ BEGIN
         SELECT p.*,
                CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
                     THEN (1 - (p.embedding <=> p_embedding))::real END AS sim,
-               CASE WHEN p.tsv @@ v_query THEN engram._term_mask(p.tsv, v_terms) END AS mask,
+               CASE WHEN p.tsv @@ v_query THEN engram._term_mask(tsvectorsend(p.tsv), v_terms) END AS mask,
                coalesce(p.tsv @@ v_exact, false) AS exact
         FROM (SELECT q.*, to_tsvector('english', q.content) AS tsv FROM past q) p
         WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
