@@ -18,10 +18,12 @@
 //!   owner each, turns stored as "Speaker: text"; category 5 (adversarial,
 //!   no evidence) skipped; questions asked the day after the last session.
 
+use crate::retrieval::{print_table, recall_at, At, RecallTable, MODES};
+use engram_core::time_window::MONTHS;
 use engram_embed::onnx::OnnxEmbedder;
 use pgvector::Vector;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use tokio_postgres::Client;
 
@@ -75,20 +77,6 @@ fn longmemeval_date(d: &str) -> Option<String> {
 
 /// "1:56 pm on 8 May, 2023" -> "2023-05-08T13:56:00Z".
 fn locomo_date(d: &str) -> Option<String> {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
     let words: Vec<String> = d
         .split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| !w.is_empty())
@@ -319,14 +307,6 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
     aliases
 }
 
-/// Share of `evidence` in the first `k` of `found` (turn ids, duplicates
-/// read as the turn stored for them).
-fn recall_at(found: &[String], evidence: &[String], alias: &HashMap<String, String>, k: usize) -> f64 {
-    let top = &found[..found.len().min(k)];
-    let hit = |e: &String| top.contains(alias.get(e).unwrap_or(e));
-    evidence.iter().filter(|e| hit(e)).count() as f64 / evidence.len().max(1) as f64
-}
-
 /// Prints evidence recall@5 and @10 of full text, vectors and hybrid
 /// search, overall and by question type.
 pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) {
@@ -339,9 +319,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
         )
         .await
         .unwrap();
-    const MODES: [&str; 3] = ["full text only", "vectors only", "hybrid (engram.search with both)"];
-    // mode -> question type ("all" included) -> (sum of recall@5, sum of recall@10, questions)
-    let mut table: BTreeMap<&str, BTreeMap<String, (f64, f64, usize)>> = BTreeMap::new();
+    let mut table = RecallTable::new();
     let questions: usize = data.iter().map(|o| o.questions.len()).sum();
     // The questions, their evidence (as stored turn ids) and embeddings
     // stay in the bench database for analysis of the ranking.
@@ -366,7 +344,8 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
                     .expect("embed question")
                     .remove(0),
             );
-            let evidence: Vec<&String> = q.evidence.iter().map(|e| alias.get(e).unwrap_or(e)).collect();
+            // a duplicate turn counts as the turn stored for it
+            let evidence: Vec<String> = q.evidence.iter().map(|e| alias.get(e).unwrap_or(e).clone()).collect();
             let n = asked as i32;
             c.execute(&keep, &[&name, &n, &q.text, &q.kind, &q.asked_on, &evidence, &v])
                 .await
@@ -383,10 +362,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
                     .iter()
                     .map(|r| r.get(0))
                     .collect();
-                let (r5, r10) = (
-                    recall_at(&found, &q.evidence, alias, 5),
-                    recall_at(&found, &q.evidence, alias, 10),
-                );
+                let (r5, r10) = (recall_at(&found, &evidence, 5), recall_at(&found, &evidence, 10));
                 for kind in ["all".to_string(), q.kind.clone()] {
                     let e = table.entry(mode).or_default().entry(kind).or_insert((0.0, 0.0, 0));
                     *e = (e.0 + r5, e.1 + r10, e.2 + 1);
@@ -408,30 +384,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
         path.display()
     );
     println!();
-    let kinds: Vec<String> = table
-        .get(MODES[0])
-        .map(|m| m.keys().filter(|k| *k != "all").cloned().collect())
-        .unwrap_or_default();
-    print!("| search | recall@5 | recall@10 |");
-    for k in &kinds {
-        print!(" {k} @5 |");
-    }
-    println!();
-    print!("|---|---:|---:|");
-    for _ in &kinds {
-        print!("---:|");
-    }
-    println!();
-    for mode in MODES {
-        let Some(by) = table.get(mode) else { continue };
-        let (r5, r10, n) = by["all"];
-        print!("| {mode} | {:.3} | {:.3} |", r5 / n as f64, r10 / n as f64);
-        for k in &kinds {
-            let (r5, _, n) = by[k];
-            print!(" {:.3} ({n}) |", r5 / n as f64);
-        }
-        println!();
-    }
+    print_table(&table, &MODES, At::Five);
 }
 
 #[cfg(test)]
@@ -453,12 +406,5 @@ mod tests {
             Some("2023-09-13T00:09:00Z")
         );
         assert_eq!(locomo_date("sometime"), None);
-    }
-
-    #[test]
-    fn duplicates_count_as_the_turn_stored_for_them() {
-        let found: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
-        let alias: HashMap<String, String> = [("c".to_string(), "b".to_string())].into();
-        assert_eq!(recall_at(&found, &["c".to_string(), "z".to_string()], &alias, 5), 0.5);
     }
 }

@@ -13,6 +13,9 @@ use tokio_postgres::Client;
 
 const OWNER: &str = "bench-retrieval";
 
+/// The three ways each question is searched.
+pub const MODES: [&str; 3] = ["full text only", "vectors only", "hybrid (engram.search with both)"];
+
 struct Question {
     text: String,
     evidence: Vec<String>,
@@ -20,7 +23,7 @@ struct Question {
 }
 
 /// Share of `evidence` in the first `k` of `found`.
-fn recall_at(found: &[String], evidence: &[String], k: usize) -> f64 {
+pub fn recall_at(found: &[String], evidence: &[String], k: usize) -> f64 {
     let top = &found[..found.len().min(k)];
     evidence.iter().filter(|e| top.contains(e)).count() as f64 / evidence.len().max(1) as f64
 }
@@ -132,8 +135,7 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
         )
         .await
         .unwrap();
-    // mode -> question type ("all" included) -> (sum of recall@5, sum of recall@10, questions)
-    let mut table: BTreeMap<&str, BTreeMap<String, (f64, f64, usize)>> = BTreeMap::new();
+    let mut table = RecallTable::new();
     for q in &questions {
         let v = Vector::from(
             model
@@ -142,9 +144,9 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
                 .remove(0),
         );
         for (mode, emb, txt) in [
-            ("full text only", None, Some(q.text.as_str())),
-            ("vectors only", Some(&v), None),
-            ("hybrid (engram.search with both)", Some(&v), Some(q.text.as_str())),
+            (MODES[0], None, Some(q.text.as_str())),
+            (MODES[1], Some(&v), None),
+            (MODES[2], Some(&v), Some(q.text.as_str())),
         ] {
             let found: Vec<String> = c
                 .query(&search, &[&OWNER, &emb, &txt, &asked_on])
@@ -160,11 +162,6 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
             }
         }
     }
-    let kinds: Vec<String> = table
-        .values()
-        .next()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
     let turns: usize = field(&data, "sessions")
         .as_array()
         .unwrap()
@@ -178,23 +175,53 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, data_path: &Path) {
         data_path.display()
     );
     println!();
+    print_table(&table, &MODES, At::Ten);
+}
+
+/// Sums of recall per search mode and question type ("all" included):
+/// (recall@5, recall@10, questions).
+pub type RecallTable<'a> = BTreeMap<&'a str, BTreeMap<String, (f64, f64, usize)>>;
+
+/// Which recall the per-type columns show.
+#[derive(Clone, Copy)]
+pub enum At {
+    Five,
+    Ten,
+}
+
+/// The Markdown table of a recall evaluation: recall@5 and @10 overall,
+/// then one column per question type.
+pub fn print_table(table: &RecallTable, modes: &[&str], at: At) {
+    let kinds: Vec<String> = table
+        .values()
+        .next()
+        .map(|m| m.keys().filter(|k| *k != "all").cloned().collect())
+        .unwrap_or_default();
+    let label = match at {
+        At::Five => "@5",
+        At::Ten => "@10",
+    };
     print!("| search | recall@5 | recall@10 |");
-    for k in kinds.iter().filter(|k| *k != "all") {
-        print!(" {k} @10 |");
+    for k in &kinds {
+        print!(" {k} {label} |");
     }
     println!();
     print!("|---|---:|---:|");
-    for _ in kinds.iter().filter(|k| *k != "all") {
+    for _ in &kinds {
         print!("---:|");
     }
     println!();
-    for mode in ["full text only", "vectors only", "hybrid (engram.search with both)"] {
-        let by = &table[mode];
+    for mode in modes {
+        let Some(by) = table.get(mode) else { continue };
         let (r5, r10, n) = by["all"];
         print!("| {mode} | {:.3} | {:.3} |", r5 / n as f64, r10 / n as f64);
-        for k in kinds.iter().filter(|k| *k != "all") {
-            let (_, r10, n) = by[k];
-            print!(" {:.2} ({n}) |", r10 / n as f64);
+        for k in &kinds {
+            let (r5, r10, n) = by[k];
+            let r = match at {
+                At::Five => r5,
+                At::Ten => r10,
+            };
+            print!(" {:.3} ({n}) |", r / n as f64);
         }
         println!();
     }

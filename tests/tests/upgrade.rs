@@ -1,5 +1,5 @@
 //! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.13.0,
-//! whose install scripts are checked in as sql/engram--<version>.sql): the
+//! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
 use engram_tests::*;
