@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "engram-mcp",
-    version,
+    version = crate::compat::VERSION,
     about = "engram's MCP server (Streamable HTTP at /mcp)",
     long_about = "engram-mcp authenticates MCP clients with bearer tokens from engram.create_token, maps \
                   the X-Internal-Type / X-Ghost-* / X-Session-Id headers to a scope, embeds text (a built-in \
@@ -185,12 +185,16 @@ pub struct CommonArgs {
     #[arg(long, env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
     pub embedder_api_key: Option<String>,
     /// Directory of the local model: tokenizer.json, plus model-int8.onnx (local) or config.json and
-    /// model.safetensors (local-f32). scripts/setup unpacks all of them.
-    #[arg(long, env = "ENGRAM_MODEL_DIR", default_value = ".engram/models/all-MiniLM-L6-v2")]
-    pub model_dir: PathBuf,
-    /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime wheel).
-    #[arg(long, env = "ENGRAM_ONNX_RUNTIME", default_value = ".engram/lib/libonnxruntime.so")]
-    pub onnx_runtime: PathBuf,
+    /// model.safetensors (local-f32). scripts/setup unpacks all of them. Default: models/all-MiniLM-L6-v2
+    /// beside the binary's directory (scripts/run's .engram/bin/engram-mcp finds .engram/models/...), else
+    /// under share/engram there (the Debian package: /usr/share/engram/models/...), else
+    /// .engram/models/all-MiniLM-L6-v2 in the working directory.
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime
+    /// wheel). Default: lib/libonnxruntime.so found as --model-dir is.
+    #[arg(long, env = "ENGRAM_ONNX_RUNTIME")]
+    pub onnx_runtime: Option<PathBuf>,
     /// Tool groups to serve, or `all`: core (the nine memory_* tools), internal (the five memory_internal_*
     /// tools, listed only to requests with X-Internal-Type), workspace (memory_workspace_*, memory_state_*),
     /// events (memory_capture, memory_context, memory_summarize, memory_sessions), slots (memory_slot_*),

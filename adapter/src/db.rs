@@ -291,6 +291,20 @@ impl Db {
         Ok(role)
     }
 
+    /// Fails, saying what to run, unless the database's engram is a version
+    /// this engram-mcp's calls match (compat::EXTENSION_VERSIONS).
+    pub async fn check_extension(&self) -> anyhow::Result<()> {
+        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let found: Option<String> = client
+            .query_opt(
+                "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'engram'",
+                &[],
+            )
+            .await?
+            .map(|r| r.get(0));
+        crate::compat::check_extension(found.as_deref()).map_err(|e| anyhow::anyhow!(e))
+    }
+
     /// (size, available) of the pool, for /metrics.
     pub fn pool_status(&self) -> (usize, usize) {
         let s = self.pool.status();

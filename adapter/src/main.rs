@@ -4,6 +4,7 @@ mod api;
 mod background;
 mod body_deadline;
 mod caller;
+mod compat;
 mod config;
 mod db;
 mod jsonrpc;
@@ -56,6 +57,16 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// --model-dir, else where an installed engram-mcp keeps the model.
+fn model_dir(args: &CommonArgs) -> std::path::PathBuf {
+    args.model_dir.clone().unwrap_or_else(compat::default_model_dir)
+}
+
+/// --onnx-runtime, else where an installed engram-mcp keeps ONNX Runtime.
+fn onnx_runtime(args: &CommonArgs) -> std::path::PathBuf {
+    args.onnx_runtime.clone().unwrap_or_else(compat::default_onnx_runtime)
+}
+
 pub(crate) fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
     let service = |what: &str| -> anyhow::Result<(String, String)> {
         let url = args
@@ -73,8 +84,8 @@ pub(crate) fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<B
         ..HttpOptions::default()
     };
     Ok(match args.embedder {
-        EmbedderKind::Local => Box::new(OnnxEmbedder::load(&args.model_dir, &args.onnx_runtime)?),
-        EmbedderKind::LocalF32 => Box::new(LocalEmbedder::load(&args.model_dir)?),
+        EmbedderKind::Local => Box::new(OnnxEmbedder::load(&model_dir(args), &onnx_runtime(args))?),
+        EmbedderKind::LocalF32 => Box::new(LocalEmbedder::load(&model_dir(args))?),
         EmbedderKind::Openai => {
             let (url, model) = service("openai")?;
             Box::new(OpenAiEmbedder::new(&url, &model, dims, options)?)
@@ -159,9 +170,16 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         .check_login_role()
         .await
         .map_err(|e| anyhow::anyhow!("cannot use the engram database: {e}"))?;
+    db.check_extension()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot use the engram database: {e}"))?;
     if let Some(replica) = db.replica() {
         replica
             .check_login_role()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot use the read replica (--read-database-url): {e}"))?;
+        replica
+            .check_extension()
             .await
             .map_err(|e| anyhow::anyhow!("cannot use the read replica (--read-database-url): {e}"))?;
     }

@@ -92,3 +92,48 @@ async def test_stdio_without_tokens_serves_the_local_owner():
     # the database's anonymous owner (the engram.anonymous_owner setting), as engram.bind(NULL) binds it
     owner = psql(database, f"SELECT owner FROM engram.memories WHERE id = '{r['id']}'")
     assert owner == psql(database, "SELECT engram._setting_anonymous_owner()") and owner
+
+
+async def test_an_installed_binary_finds_its_model_and_refuses_unknown_databases(database, tokens, tmp_path):
+    # The layout scripts/run installs: .engram/bin/engram-mcp beside
+    # .engram/models and .engram/lib. Launched from elsewhere, as a desktop
+    # client does, with no model flags or variables.
+    state = tmp_path / "state"
+    (state / "bin").mkdir(parents=True)
+    (state / "models").mkdir()
+    (state / "lib").mkdir()
+    binary = state / "bin" / "engram-mcp"
+    binary.write_bytes(open(BIN, "rb").read())
+    binary.chmod(0o755)
+    (state / "models" / "all-MiniLM-L6-v2").symlink_to(os.path.abspath(MODEL_DIR))
+    (state / "lib" / "libonnxruntime.so").symlink_to(os.path.abspath(os.environ["ENGRAM_ONNX_RUNTIME"]))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def env(db):
+        e = stdio_env(db, tokens["alice"])
+        e.pop("ENGRAM_MODEL_DIR", None)
+        e.pop("ENGRAM_ONNX_RUNTIME", None)
+        return e
+
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True).stdout
+    extversion = psql(database, "SELECT extversion FROM pg_extension WHERE extname = 'engram'")
+    assert extversion in version, version
+
+    params = StdioServerParameters(command=str(binary), args=["stdio"], env=env(database), cwd=str(elsewhere))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            r, err = await call(s, "memory_remember", content="installed: the staging box is called juniper")
+            assert not err and r["status"] == "created", r
+            r, err = await call(s, "memory_search", query="what is the staging box called?")
+            assert not err and r["results"][0]["content"].endswith("juniper"), r
+
+    # A database whose engram this binary does not know: refused at start,
+    # saying what to run, before serving anything.
+    old = new_database()
+    psql(old, "UPDATE pg_extension SET extversion = '0.1.0' WHERE extname = 'engram'")
+    done = subprocess.run([str(binary), "stdio"], env=env(old), cwd=str(elsewhere), capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0
+    assert "engram 0.1.0" in done.stderr and "ALTER EXTENSION engram UPDATE" in done.stderr, done.stderr
