@@ -42,7 +42,12 @@ pub fn init() {
         Cache::AUTHMEMROLEMEM,
         Cache::NAMESPACEOID,
         Cache::DATABASEOID,
+        // pg_extension's cache, back-patched to 15 and 17 at the end of the
+        // list to keep their ABI; 17 names it with a Z so that it sorts last
+        #[cfg(feature = "pg15")]
         Cache::EXTENSIONOID,
+        #[cfg(feature = "pg17")]
+        Cache::ZEXTENSIONOID,
     ] {
         // SAFETY: called once from _PG_init; the callback only touches an atomic.
         unsafe {
