@@ -18,7 +18,7 @@
 //!   owner each, turns stored as "Speaker: text"; category 5 (adversarial,
 //!   no evidence) skipped; questions asked the day after the last session.
 
-use crate::retrieval::{print_table, recall_at, At, RecallTable, MODES};
+use crate::retrieval::{print_table, recall_at, text, At, RecallTable, MODES};
 use engram_core::time_window::MONTHS;
 use engram_embed::onnx::OnnxEmbedder;
 use pgvector::Vector;
@@ -53,18 +53,6 @@ struct Question {
 struct Owner {
     sessions: Vec<Session>,
     questions: Vec<Question>,
-}
-
-fn s(v: &Value, name: &str) -> String {
-    match v.get(name) {
-        Some(Value::String(x)) => x.clone(),
-        Some(other) => other.to_string(),
-        None => panic!("conversation data: missing '{name}' in {}", short(v)),
-    }
-}
-
-fn short(v: &Value) -> String {
-    v.to_string().chars().take(200).collect()
 }
 
 /// "2023/04/10 (Mon) 17:50" -> "2023-04-10T17:50:00Z".
@@ -121,8 +109,8 @@ fn read_longmemeval(data: &[Value], owners: usize) -> Vec<Owner> {
                     }
                     Turn {
                         id,
-                        text: s(t, "content"),
-                        role: s(t, "role"),
+                        text: text(t, "content"),
+                        role: text(t, "role"),
                     }
                 })
                 .collect();
@@ -138,9 +126,9 @@ fn read_longmemeval(data: &[Value], owners: usize) -> Vec<Owner> {
             continue;
         }
         out[o].questions.push(Question {
-            text: s(q, "question"),
+            text: text(q, "question"),
             evidence,
-            kind: s(q, "question_type"),
+            kind: text(q, "question_type"),
             asked_on: q["question_date"].as_str().and_then(longmemeval_date),
         });
     }
@@ -170,9 +158,9 @@ fn read_locomo(data: &[Value]) -> Vec<Owner> {
                     turns: turns
                         .iter()
                         .map(|t| Turn {
-                            id: s(t, "dia_id"),
-                            text: format!("{}: {}", s(t, "speaker"), s(t, "text")),
-                            role: s(t, "speaker"),
+                            id: text(t, "dia_id"),
+                            text: format!("{}: {}", text(t, "speaker"), text(t, "text")),
+                            role: text(t, "speaker"),
                         })
                         .collect(),
                 });
@@ -194,7 +182,7 @@ fn read_locomo(data: &[Value]) -> Vec<Owner> {
                         .map(|e| e.iter().filter_map(Value::as_str).map(str::to_string).collect())
                         .unwrap_or_default();
                     (category != 5 && !evidence.is_empty()).then(|| Question {
-                        text: s(q, "question"),
+                        text: text(q, "question"),
                         evidence,
                         kind: CATEGORIES
                             .get(category.wrapping_sub(1))

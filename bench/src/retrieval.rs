@@ -28,12 +28,13 @@ pub fn recall_at(found: &[String], evidence: &[String], k: usize) -> f64 {
     evidence.iter().filter(|e| top.contains(e)).count() as f64 / evidence.len().max(1) as f64
 }
 
-fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
+pub fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
     v.get(name)
         .unwrap_or_else(|| panic!("retrieval data: missing '{name}' in {v}"))
 }
 
-fn text(v: &Value, name: &str) -> String {
+/// A string field of the data; a missing or non-string one stops the run.
+pub fn text(v: &Value, name: &str) -> String {
     field(v, name)
         .as_str()
         .unwrap_or_else(|| panic!("retrieval data: '{name}' is not a string"))

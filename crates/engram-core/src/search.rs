@@ -194,6 +194,9 @@ pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) ->
     let n = rows as f64;
     let weights: Vec<f64> = df.iter().map(|d| idf(n, *d as f64)).collect();
     let total: f64 = weights.iter().sum();
+    if total <= 0.0 {
+        return vec![0.0; rows];
+    }
     let len = |i: usize| {
         lens.get(i)
             .copied()
@@ -211,9 +214,6 @@ pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) ->
                 .filter(|(t, _)| m & (1 << t) != 0)
                 .map(|(_, w)| w)
                 .sum();
-            if total <= 0.0 {
-                return 0.0;
-            }
             let norm = 1.0 - BM25_B + BM25_B * len(i) / mean;
             let bonus = if exact.get(i).copied().unwrap_or(false) {
                 EXACT_MATCH_BONUS
