@@ -1,5 +1,5 @@
 # Citus helpers for scripts/citus and scripts/test. Source it after lib.sh.
-CITUS_PORT="${ENGRAM_CITUS_PORT:-5440}"
+CITUS_PORT="${ENGRAM_CITUS_PORT:-$(pg_port 5440)}"
 CITUS_NAME="${ENGRAM_CITUS_NAME:-citus}"
 CITUS_WORKERS=(w1 w2)
 
@@ -23,7 +23,7 @@ citus_install() {
   fi
   local src; src="$(citus_default_source)"
   [ -n "$src" ] && [ -f "$src" ] || die "Citus is not installed and there is no source archive to build it from" \
-    "install Citus's package for PostgreSQL 15 (https://docs.citusdata.com), or set CITUS_SOURCE=path/to/citus.tar.gz"
+    "install Citus's package for PostgreSQL $PG_MAJOR (https://docs.citusdata.com), or set CITUS_SOURCE=path/to/citus.tar.gz"
   local want=(libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev)
   local missing=() p
   for p in "${want[@]}"; do
@@ -34,7 +34,7 @@ citus_install() {
     apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
       die "apt-get install failed for: ${missing[*]}"
   fi
-  local build="/var/cache/engram/citus-build"
+  local build="/var/cache/engram/citus-build$PG_SUFFIX"
   step "building Citus from $src (about 3 minutes on 2 cores; output in $build/build.log)"
   rm -rf "$build" && mkdir -p "$build/src"
   tar -xzf "$src" -C "$build/src"

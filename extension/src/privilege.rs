@@ -392,7 +392,13 @@ unsafe extern "C-unwind" fn mark_statement(query: *mut pg_sys::QueryDesc) {
             (0..(*rtable).length as usize).find_map(|i| {
                 let rte = (*(*rtable).elements.add(i)).ptr_value as *mut pg_sys::RangeTblEntry;
                 let relid = (*rte).relid;
-                if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || relid == pg_sys::InvalidOid {
+                // A view stays in the plan's range table for its permission
+                // check: as RTE_RELATION up to 15, as the RTE_SUBQUERY it
+                // was expanded into (still naming the view) from 16 on.
+                let kind = (*rte).rtekind;
+                let relation_or_view =
+                    kind == pg_sys::RTEKind::RTE_RELATION || kind == pg_sys::RTEKind::RTE_SUBQUERY;
+                if !relation_or_view || relid == pg_sys::InvalidOid {
                     return None;
                 }
                 let found = if (*rte).relkind as u8 == pg_sys::RELKIND_PARTITIONED_TABLE {

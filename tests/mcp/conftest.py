@@ -18,6 +18,9 @@ HOST = os.environ["ENGRAM_TEST_HOST"]
 PORT = os.environ["ENGRAM_TEST_PORT"]
 BIN = os.environ["ENGRAM_MCP_BIN"]
 MODEL_DIR = os.environ["ENGRAM_MODEL_DIR"]
+# The programs of the PostgreSQL under test (scripts/test exports the bin
+# directory of ENGRAM_PG_MAJOR's server; bookworm's 15 otherwise).
+PG_BIN = os.environ.get("ENGRAM_TEST_PG_BIN", "/usr/lib/postgresql/15/bin")
 # Citus mode (the Citus stage of scripts/test): HOST/PORT name the
 # coordinator, and these its workers (`dir:port,dir:port`).
 CITUS_WORKERS = [tuple(w.rsplit(":", 1)) for w in os.environ.get("ENGRAM_TEST_CITUS_WORKERS", "").split(",") if w]
@@ -31,7 +34,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 def psql(db, sql, host=HOST, port=PORT):
-    args = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", host, "-p", port, "-U", "postgres", "-d", db]
+    args = [f"{PG_BIN}/psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", host, "-p", port, "-U", "postgres", "-d", db]
     # A long statement (thousands of ids) goes through standard input: one
     # argument may not exceed 128 KiB (Linux's MAX_ARG_STRLEN).
     if len(sql) > 64 * 1024:

@@ -25,7 +25,9 @@ from conftest import BIN, INITIALIZE, JSON_HEADERS, MODEL_DIR, free_port
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOCKER = os.path.join(ROOT, "docker")
-PG_BIN = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+# The images' PostgreSQL (docker/Dockerfile: bookworm's 15), whichever
+# version scripts/test runs the other suites on.
+PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
 def read(name):
@@ -53,13 +55,13 @@ def test_compose_wires_both_images():
 
 
 def psql_url(url, sql):
-    return subprocess.run(["psql", "-X", "-tA", url, "-c", sql], capture_output=True, text=True)
+    return subprocess.run([f"{PG_BIN}/psql", "-X", "-tA", url, "-c", sql], capture_output=True, text=True)
 
 
 def start_db(home, port):
     env = dict(os.environ, ENGRAM_HOME=home, ENGRAM_PGPORT=str(port), ENGRAM_MCP_PASSWORD="s3cret-pw",
                ENGRAM_LISTEN_ADDRESSES="127.0.0.1", ENGRAM_LIB=os.path.join(ROOT, "scripts", "lib.sh"),
-               ENGRAM_OWNER="dock")
+               ENGRAM_OWNER="dock", ENGRAM_PG_MAJOR="15")
     log = open(home + ".log", "a")  # a file, not a pipe: nothing may block postgres' logging
     proc = subprocess.Popen([os.path.join(DOCKER, "db-entrypoint.sh")], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"host=127.0.0.1 port={port} user=engram_mcp password=s3cret-pw dbname=engram"
@@ -128,7 +130,7 @@ def test_db_entrypoint_initialises_and_serves_engram_mcp():
         with open(os.path.join(home, "token")) as f:
             assert f.read().strip() == token
         assert psql_url(url, f"select count(*) from engram.authenticate('{token}')").stdout.strip() == "1"
-        su = subprocess.run(["psql", "-X", "-tA", "-h", os.path.join(home, "main", "run"), "-p", str(port), "-U",
+        su = subprocess.run([f"{PG_BIN}/psql", "-X", "-tA", "-h", os.path.join(home, "main", "run"), "-p", str(port), "-U",
                              "postgres", "-d", "engram", "-c",
                              "select count(*) from engram.memories where content = 'docker: the image works'"],
                             capture_output=True, text=True)

@@ -19,13 +19,12 @@ import time
 import httpx
 import pytest
 
-from conftest import HOST, INITIALIZE, JSON_HEADERS, call, mcp_session, new_database, psql, serving
+from conftest import HOST, INITIALIZE, JSON_HEADERS, PG_BIN, call, mcp_session, new_database, psql, serving
 
 pytestmark = pytest.mark.anyio
 
 SECONDS = float(os.environ.get("ENGRAM_LOAD_SECONDS", "60"))
 CLIENTS = 16
-PG_BIN = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
 DATA = os.path.join(os.path.dirname(HOST), "pgdata")
 TOPICS = ["deploys", "billing", "the search page", "on-call", "the mobile app", "invoices", "the data team",
           "backups"]

@@ -1,11 +1,17 @@
-"""The Debian packages as a user installs them (issue 22): `dpkg -i` of
-postgresql-15-engram and engram-mcp from scripts/package, a fresh PostgreSQL
-cluster that no script built engram into, CREATE EXTENSION engram CASCADE,
-ALTER EXTENSION engram UPDATE from the previous release, and engram-mcp
-started from /usr/bin as its systemd unit's ExecStart would (as the unit's
-user, with the unit's EnvironmentFile), then a remember and a search
-through the Python SDK. scripts/test runs it after scripts/package, with
-ENGRAM_PACKAGES naming the directory of the .deb files; skipped otherwise."""
+"""The Debian packages as a user installs them (issue 22): the extension's
+package of scripts/package, a fresh PostgreSQL cluster that no script built
+engram into, CREATE EXTENSION engram CASCADE, ALTER EXTENSION engram UPDATE
+from the previous release, and engram-mcp's package started from /usr/bin as
+its systemd unit's ExecStart would (as the unit's user, with the unit's
+EnvironmentFile), then a remember and a search through the Python SDK.
+
+On 15 (bookworm's PostgreSQL, from apt) both packages are installed with
+`dpkg -i`. On 16 and 17 (ENGRAM_PG_MAJOR; no postgresql-16/17 package runs
+on bookworm, so dpkg would refuse the dependency) the extension's package is
+unpacked with `dpkg-deb -x` into a copy of that server's installation from
+which engram was removed, at the paths Debian's postgresql-<major> has.
+scripts/test runs it after scripts/package, with ENGRAM_PACKAGES naming the
+directory of the .deb files; skipped otherwise."""
 
 import contextlib
 import glob
@@ -20,14 +26,14 @@ import urllib.request
 
 import pytest
 
-from conftest import call, mcp_session
+from conftest import PG_BIN, call, mcp_session
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not os.environ.get("ENGRAM_PACKAGES"), reason="ENGRAM_PACKAGES not set (scripts/test sets it)"),
 ]
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
+MAJOR = os.environ.get("ENGRAM_PG_MAJOR", "15")
 
 
 def run(*cmd, **kw):
@@ -43,27 +49,27 @@ def free_port():
 
 
 @contextlib.contextmanager
-def fresh_cluster():
+def fresh_cluster(pg_bin):
     """A new cluster (initdb) owned by postgres, on a free TCP port, engram
     preloaded."""
     data = tempfile.mkdtemp(prefix="engram-pkg-")
     os.chmod(data, 0o755)
     shutil.chown(data, "postgres", "postgres")
     port = free_port()
-    run("runuser", "-u", "postgres", "--", f"{PG_BIN}/initdb", "-D", f"{data}/db", "-A", "trust", "-E", "UTF8")
-    run("runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_ctl", "-D", f"{data}/db", "-w", "-l", f"{data}/log",
+    run("runuser", "-u", "postgres", "--", f"{pg_bin}/initdb", "-D", f"{data}/db", "-A", "trust", "-E", "UTF8")
+    run("runuser", "-u", "postgres", "--", f"{pg_bin}/pg_ctl", "-D", f"{data}/db", "-w", "-l", f"{data}/log",
         # what README "Installing into your own PostgreSQL" asks of a cluster
         "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c shared_preload_libraries=engram", "start")
     try:
-        yield port
+        yield lambda db, sql: psql(pg_bin, port, db, sql), port
     finally:
-        subprocess.run(["runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_ctl", "-D", f"{data}/db", "-m", "fast",
+        subprocess.run(["runuser", "-u", "postgres", "--", f"{pg_bin}/pg_ctl", "-D", f"{data}/db", "-m", "fast",
                         "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
 
 
-def psql(port, db, sql):
-    return run(f"{PG_BIN}/psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", db, "-v",
+def psql(pg_bin, port, db, sql):
+    return run(f"{pg_bin}/psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", db, "-v",
                "ON_ERROR_STOP=1", "-tAc", sql)
 
 
@@ -78,37 +84,74 @@ def unit_environment(path):
     return env
 
 
+@contextlib.contextmanager
+def server_with_package(deb):
+    """The bin directory of a PostgreSQL with the extension's package in it,
+    and the package's file list: on 15 the system's, after dpkg -i; on 16
+    and 17 a copy of the server under test without engram, with the
+    package's files unpacked into it at Debian's paths."""
+    if MAJOR == "15":
+        run("dpkg", "-i", deb)
+        yield "/usr/lib/postgresql/15/bin", run("dpkg", "-L", "postgresql-15-engram").split()
+        return
+    prefix = os.path.dirname(PG_BIN)
+    root = tempfile.mkdtemp(prefix="engram-pkg-server-")
+    try:
+        server = os.path.join(root, "server")
+        shutil.copytree(prefix, server, symlinks=True)
+        libdir, extdir = os.path.join(server, "lib"), os.path.join(server, "share", "extension")
+        for f in glob.glob(os.path.join(libdir, "engram.so")) + glob.glob(os.path.join(extdir, "engram*")):
+            os.remove(f)
+        run("dpkg-deb", "-x", deb, os.path.join(root, "deb"))
+        files = []
+        for sub, dest in [(f"usr/lib/postgresql/{MAJOR}/lib", libdir),
+                          (f"usr/share/postgresql/{MAJOR}/extension", extdir)]:
+            for f in os.listdir(os.path.join(root, "deb", sub)):
+                shutil.copy(os.path.join(root, "deb", sub, f), dest)
+                files.append(f"/{sub}/{f}")
+        os.chmod(root, 0o755)
+        yield os.path.join(server, "bin"), files
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def test_the_packages_install_update_and_serve():
     debs = sorted(glob.glob(os.path.join(os.environ["ENGRAM_PACKAGES"], "*.deb")))
-    ext = [d for d in debs if re.search(r"/postgresql-15-engram_[^/]+_amd64\.deb$", d)]
+    ext = [d for d in debs if re.search(rf"/postgresql-{MAJOR}-engram_[^/]+_amd64\.deb$", d)]
     mcp = [d for d in debs if re.search(r"/engram-mcp_[^/]+_amd64\.deb$", d)]
     assert len(ext) == 1 and len(mcp) == 1, debs
-    run("dpkg", "-i", ext[0], mcp[0])
-    version = run("dpkg-query", "-W", "-f=${Version}", "postgresql-15-engram")
-    files = run("dpkg", "-L", "postgresql-15-engram").split()
-    assert any(f.endswith(f"/engram--{version}.sql") for f in files), files
-    assert any(re.search(r"/engram--[\d.]+--" + re.escape(version) + r"\.sql$", f) for f in files), \
-        "the package carries the upgrade to its version"
+    version = run("dpkg-deb", "-f", ext[0], "Version")
+    assert run("dpkg-deb", "-f", ext[0], "Depends").startswith(f"postgresql-{MAJOR},")
+    assert run("dpkg-deb", "-f", ext[0], "Recommends") == f"postgresql-{MAJOR}-pgvector (>= 0.8.0)"
+    run("dpkg", "-i", mcp[0])
     unit = open("/lib/systemd/system/engram-mcp.service").read()
     assert "EnvironmentFile=/etc/engram/engram-mcp.env" in unit and "ExecStart=/usr/bin/engram-mcp serve" in unit
     assert "ENGRAM_TOKEN" not in unit, "no token on the unit's command line"
     assert version in run("/usr/bin/engram-mcp", "--version")
 
-    with fresh_cluster() as port:
-        psql(port, "postgres", "CREATE DATABASE engram")
-        psql(port, "engram", "CREATE EXTENSION engram CASCADE")
-        assert psql(port, "engram", "SELECT extversion FROM pg_extension WHERE extname = 'engram'") == version
+    with server_with_package(ext[0]) as (pg_bin, files), fresh_cluster(pg_bin) as (psql, port):
+        assert f"/usr/lib/postgresql/{MAJOR}/lib/engram.so" in files, files
+        assert any(f.endswith(f"/engram--{version}.sql") for f in files), files
+        assert any(re.search(r"/engram--[\d.]+--" + re.escape(version) + r"\.sql$", f) for f in files), \
+            "the package carries the upgrade to its version"
+        assert psql("postgres", "SHOW server_version_num")[:2] == MAJOR
+        psql("postgres", "CREATE DATABASE engram")
+        psql("engram", "CREATE EXTENSION engram CASCADE")
+        assert psql("engram", "SELECT extversion FROM pg_extension WHERE extname = 'engram'") == version
         # from the previous release (its install script is a test fixture,
         # tests/sql/): the package's upgrade chain takes it to this version
         previous = max((f for f in files if re.search(r"--[\d.]+--" + re.escape(version) + r"\.sql$", f)))
         previous = re.search(r"engram--([\d.]+)--", previous).group(1)
-        psql(port, "postgres", "CREATE DATABASE older")
-        psql(port, "older", f"CREATE EXTENSION engram VERSION '{previous}' CASCADE")
-        psql(port, "older", "ALTER EXTENSION engram UPDATE")
-        assert psql(port, "older", "SELECT extversion FROM pg_extension WHERE extname = 'engram'") == version
+        if MAJOR != "15":  # the fixture, which dpkg -i does not bring either
+            shutil.copy(os.path.join(os.path.dirname(__file__), "..", "sql", f"engram--{previous}.sql"),
+                        os.path.join(os.path.dirname(pg_bin), "share", "extension"))
+        psql("postgres", "CREATE DATABASE older")
+        psql("older", f"CREATE EXTENSION engram VERSION '{previous}' CASCADE")
+        psql("older", "ALTER EXTENSION engram UPDATE")
+        assert psql("older", "SELECT extversion FROM pg_extension WHERE extname = 'engram'") == version
 
-        psql(port, "engram", "CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent")
-        token = psql(port, "engram", "SELECT engram.create_token(owner => 'deb', label => 'package test')")
+        psql("engram", "CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent")
+        token = psql("engram", "SELECT engram.create_token(owner => 'deb', label => 'package test')")
         # The unit's environment file, with this cluster's address: started
         # as ExecStart would, as the unit's user, with no model flags.
         env = unit_environment("/etc/engram/engram-mcp.env")

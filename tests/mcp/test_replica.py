@@ -8,18 +8,17 @@ import time
 
 import pytest
 
-from conftest import HOST, PORT, call, mcp_session, psql, serving
+from conftest import HOST, PG_BIN, PORT, call, mcp_session, psql, serving
 
 pytestmark = pytest.mark.anyio
 
 REPLICA_HOST = os.environ["ENGRAM_TEST_REPLICA_HOST"]
 REPLICA_PORT = os.environ["ENGRAM_TEST_REPLICA_PORT"]
-PG_BIN = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
 REPLICA_DATA = os.path.join(os.path.dirname(REPLICA_HOST), "pgdata")
 
 
 def replica_psql(db, sql):
-    out = subprocess.run(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", REPLICA_HOST, "-p", REPLICA_PORT,
+    out = subprocess.run([f"{PG_BIN}/psql", "-X", "-v", "ON_ERROR_STOP=1", "-tA", "-h", REPLICA_HOST, "-p", REPLICA_PORT,
                           "-U", "postgres", "-d", db, "-c", sql], check=True, capture_output=True, text=True)
     return out.stdout.strip()
 

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from conftest import HOST, INITIALIZE, JSON_HEADERS, PORT, call, free_port, mcp_session, new_database, psql, serving, start
+from conftest import HOST, INITIALIZE, JSON_HEADERS, PG_BIN, PORT, call, free_port, mcp_session, new_database, psql, serving, start
 
 pytestmark = pytest.mark.anyio
 
@@ -205,7 +205,7 @@ async def test_a_cursor_with_multibyte_characters_is_a_clear_error(server, token
 @contextlib.contextmanager
 def locked_memories(database, seconds):
     """Holds an exclusive lock on engram.memories from another session."""
-    p = subprocess.Popen(["psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", database, "-c",
+    p = subprocess.Popen([f"{PG_BIN}/psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", database, "-c",
                           f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)

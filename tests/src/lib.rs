@@ -310,6 +310,14 @@ pub fn cron_db_name() -> String {
     std::env::var("ENGRAM_TEST_CRON_DB").unwrap_or_else(|_| "engram_test".into())
 }
 
+/// A program of the PostgreSQL under test (`pg_ctl`, `initdb`, `psql`):
+/// scripts/test exports ENGRAM_TEST_PG_BIN, the bin directory of the major
+/// version it runs (ENGRAM_PG_MAJOR); bookworm's 15 otherwise.
+pub fn pg_bin(program: &str) -> String {
+    let dir = std::env::var("ENGRAM_TEST_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    format!("{dir}/{program}")
+}
+
 /// `[a,b,c]`, pgvector's text form.
 pub fn vec_text(v: &[f32]) -> String {
     let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
@@ -388,7 +396,7 @@ pub fn psql(db: &str, input: &str) -> (bool, String) {
     use std::io::Write;
     let host = std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test");
     let port = std::env::var("ENGRAM_TEST_PORT").expect("run through scripts/test");
-    let mut child = std::process::Command::new("psql")
+    let mut child = std::process::Command::new(pg_bin("psql"))
         .args([
             "-X",
             "-v",

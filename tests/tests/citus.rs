@@ -483,7 +483,7 @@ async fn citus_a_stopped_worker_fails_its_owners_retryably_and_spares_the_others
 
 fn pg_ctl(args: &[&str]) {
     let out = std::process::Command::new("runuser")
-        .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
+        .args(["-u", "postgres", "--", &engram_tests::pg_bin("pg_ctl")])
         .args(args)
         .output()
         .expect("runuser pg_ctl");

@@ -10,8 +10,6 @@ use std::process::Command;
 use std::time::Duration;
 use tokio_postgres::NoTls;
 
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
-
 fn as_postgres(args: &[&str]) -> std::process::Output {
     Command::new("runuser")
         .args(["-u", "postgres", "--"])
@@ -39,7 +37,7 @@ impl Cluster {
             self.dir.display()
         );
         let log = self.dir.join("log").display().to_string();
-        let pg_ctl = format!("{PG_BIN}/pg_ctl");
+        let pg_ctl = engram_tests::pg_bin("pg_ctl");
         as_postgres(&[&pg_ctl, "-D", &self.data(), "-w", "-o", &opts, "-l", &log, "start"])
             .status
             .success()
@@ -67,7 +65,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = as_postgres(&[
-            &format!("{PG_BIN}/pg_ctl"),
+            &engram_tests::pg_bin("pg_ctl"),
             "-D",
             &self.data(),
             "-m",
@@ -91,7 +89,7 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
         .unwrap();
     assert!(owned.success());
     let cluster = Cluster { dir, port: 5499 };
-    let initdb = format!("{PG_BIN}/initdb");
+    let initdb = engram_tests::pg_bin("initdb");
     let out = as_postgres(&[&initdb, "-D", &cluster.data(), "-U", "postgres", "--auth=trust"]);
     assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
     assert!(cluster.try_start(), "postgres did not start");
