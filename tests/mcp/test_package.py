@@ -58,7 +58,7 @@ def fresh_cluster(pg_bin):
     port = free_port()
     run("runuser", "-u", "postgres", "--", f"{pg_bin}/initdb", "-D", f"{data}/db", "-A", "trust", "-E", "UTF8")
     run("runuser", "-u", "postgres", "--", f"{pg_bin}/pg_ctl", "-D", f"{data}/db", "-w", "-l", f"{data}/log",
-        # what README "Installing into your own PostgreSQL" asks of a cluster
+        # what README "Install into an existing PostgreSQL" asks of a cluster
         "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c shared_preload_libraries=engram", "start")
     try:
         yield lambda db, sql: psql(pg_bin, port, db, sql), port
