@@ -30,7 +30,9 @@ PG_MAJOR="${ENGRAM_PG_MAJOR:-15}"
 case "$PG_MAJOR" in
   15)
     PG_BIN=/usr/lib/postgresql/15/bin
-    PG_CONFIG=/usr/bin/pg_config
+    # 15's own, not postgresql-common's /usr/bin/pg_config, which answers
+    # for the newest server-dev package installed
+    PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
     PG_SUFFIX=
     ;;
   16 | 17)
@@ -49,7 +51,7 @@ export ENGRAM_PG_MAJOR="$PG_MAJOR"
 pg_port() { echo $(($1 + (PG_MAJOR - 15) * 100)); }
 # pg_config_for MAJOR: where that version's pg_config is (or will be).
 pg_config_for() {
-  if [ "$1" = 15 ]; then echo /usr/bin/pg_config; else echo "${ENGRAM_PG_ROOT:-/opt/engram}/postgresql-$1/bin/pg_config"; fi
+  if [ "$1" = 15 ]; then echo /usr/lib/postgresql/15/bin/pg_config; else echo "${ENGRAM_PG_ROOT:-/opt/engram}/postgresql-$1/bin/pg_config"; fi
 }
 # pg_features: cargo's feature flags that build the extension for PG_MAJOR
 # (extension/Cargo.toml: pg15 is the default feature).

@@ -52,26 +52,21 @@ pub fn check_extension(found: Option<&str>) -> Result<(), String> {
     }
 }
 
-/// The first of `candidates` that exists, else the last (whose absence the
-/// loader then reports by name).
-fn first_existing(candidates: Vec<PathBuf>) -> PathBuf {
-    let last = candidates.last().cloned().unwrap_or_default();
-    candidates.into_iter().find(|p| p.exists()).unwrap_or(last)
-}
-
 /// Where an installed engram-mcp keeps `rel` (a path under the state
-/// directory): next to its binary's directory (`.engram/bin/engram-mcp`
-/// finds `.engram/<rel>`), under `share/engram` beside it (the Debian
-/// package: `/usr/bin/engram-mcp` finds `/usr/share/engram/<rel>`), else
-/// `.engram/<rel>` in the working directory (a build run from the clone).
+/// directory): under `share/engram` beside its binary's directory (the
+/// Debian package: `/usr/bin/engram-mcp` finds `/usr/share/engram/<rel>`,
+/// before any other ONNX Runtime in `/usr/lib`), else beside the binary's
+/// directory (`scripts/run`'s `.engram/bin/engram-mcp` finds
+/// `.engram/<rel>`). Never the working directory: ONNX Runtime is a library
+/// engram-mcp loads, and a client may start it anywhere. With neither there,
+/// the first candidate, which the loader's error then names.
 fn installed(exe: Option<&Path>, rel: &str) -> PathBuf {
-    let mut candidates = Vec::new();
-    if let Some(prefix) = exe.and_then(Path::parent).and_then(Path::parent) {
-        candidates.push(prefix.join(rel));
-        candidates.push(prefix.join("share/engram").join(rel));
-    }
-    candidates.push(Path::new(".engram").join(rel));
-    first_existing(candidates)
+    let Some(prefix) = exe.and_then(Path::parent).and_then(Path::parent) else {
+        return Path::new("/usr/share/engram").join(rel);
+    };
+    let candidates = [prefix.join("share/engram").join(rel), prefix.join(rel)];
+    let found = candidates.iter().find(|p| p.exists());
+    found.unwrap_or(&candidates[0]).clone()
 }
 
 fn current_exe() -> Option<PathBuf> {
@@ -143,12 +138,22 @@ mod tests {
             installed(Some(&exe), "lib/libonnxruntime.so"),
             root.join("usr/share/engram/lib/libonnxruntime.so")
         );
-        // nothing installed: the working directory's .engram, named in the error
+        // share/engram first: a system library in /usr/lib does not win
+        std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+        std::fs::write(root.join("usr/lib/libonnxruntime.so"), b"").unwrap();
+        assert_eq!(
+            installed(Some(&exe), "lib/libonnxruntime.so"),
+            root.join("usr/share/engram/lib/libonnxruntime.so")
+        );
+        // nothing installed: never the working directory, even with a
+        // .engram there; the error names share/engram beside the binary
+        let here = std::env::current_dir().unwrap();
+        assert!(!installed(Some(&root.join("none/bin/engram-mcp")), "models/x").starts_with(&here));
         assert_eq!(
             installed(Some(&root.join("none/bin/engram-mcp")), "models/x"),
-            Path::new(".engram/models/x")
+            root.join("none/share/engram/models/x")
         );
-        assert_eq!(installed(None, "models/x"), Path::new(".engram/models/x"));
+        assert_eq!(installed(None, "models/x"), Path::new("/usr/share/engram/models/x"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

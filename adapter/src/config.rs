@@ -185,10 +185,10 @@ pub struct CommonArgs {
     #[arg(long, env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
     pub embedder_api_key: Option<String>,
     /// Directory of the local model: tokenizer.json, plus model-int8.onnx (local) or config.json and
-    /// model.safetensors (local-f32). scripts/setup unpacks all of them. Default: models/all-MiniLM-L6-v2
-    /// beside the binary's directory (scripts/run's .engram/bin/engram-mcp finds .engram/models/...), else
-    /// under share/engram there (the Debian package: /usr/share/engram/models/...), else
-    /// .engram/models/all-MiniLM-L6-v2 in the working directory.
+    /// model.safetensors (local-f32). scripts/setup unpacks all of them. Default: under share/engram beside
+    /// the binary's directory (the Debian package: /usr/share/engram/models/all-MiniLM-L6-v2), else
+    /// models/all-MiniLM-L6-v2 there (scripts/run's .engram/bin/engram-mcp finds .engram/models/...); never
+    /// the working directory.
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
     /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime

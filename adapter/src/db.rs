@@ -295,14 +295,7 @@ impl Db {
     /// this engram-mcp's calls match (compat::EXTENSION_VERSIONS).
     pub async fn check_extension(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        let found: Option<String> = client
-            .query_opt(
-                "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'engram'",
-                &[],
-            )
-            .await?
-            .map(|r| r.get(0));
-        crate::compat::check_extension(found.as_deref()).map_err(|e| anyhow::anyhow!(e))
+        check_extension_of(&client).await
     }
 
     /// (size, available) of the pool, for /metrics.
@@ -433,6 +426,20 @@ impl Db {
         client.simple_query("SELECT 1").await?;
         Ok(())
     }
+}
+
+/// Fails, saying what to run, unless the database `client` is connected to
+/// has an engram version this engram-mcp's calls match: the server's start,
+/// `export` and `import` all check it before their first call.
+pub async fn check_extension_of(client: &tokio_postgres::Client) -> anyhow::Result<()> {
+    let found: Option<String> = client
+        .query_opt(
+            "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'engram'",
+            &[],
+        )
+        .await?
+        .map(|r| r.get(0));
+    crate::compat::check_extension(found.as_deref()).map_err(|e| anyhow::anyhow!(e))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ async fn connect(url: &str) -> anyhow::Result<Client> {
             tracing::error!(error = %e, "database connection");
         }
     });
+    crate::db::check_extension_of(&client).await?;
     Ok(client)
 }
 

@@ -33,22 +33,53 @@ unsafe extern "C-unwind" fn catalog_changed(_arg: pg_sys::Datum, _cacheid: std::
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The first minor release of this major whose server has pg_extension's
+/// syscache: it was back-patched at the end of the cache list (to keep the
+/// ABI), so a server older than the headers engram was built against lacks
+/// it, and registering a callback on it there is a FATAL "invalid cache ID"
+/// in every backend. 15.17, 16.13 and 17.9 have it (read from their
+/// headers); an earlier minor that may also have it just goes without it.
+const FIRST_WITH_EXTENSION_CACHE: i32 = if cfg!(feature = "pg15") {
+    150017
+} else if cfg!(feature = "pg16") {
+    160013
+} else {
+    170009
+};
+
+/// The running server's version (server_version_num), which may be an older
+/// minor release than the headers this library was built against.
+fn running_server_version() -> i32 {
+    // SAFETY: reads a built-in GUC's value; the returned string is static.
+    let value = unsafe { pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false) };
+    if value.is_null() {
+        return 0;
+    }
+    // SAFETY: GetConfigOption returns a NUL-terminated string.
+    let text = unsafe { std::ffi::CStr::from_ptr(value) };
+    text.to_str().ok().and_then(|t| t.parse().ok()).unwrap_or(0)
+}
+
 pub fn init() {
     use pg_sys::SysCacheIdentifier as Cache;
-    for cache in [
+    let mut caches = vec![
         Cache::PROCOID,
         Cache::OPEROID,
         Cache::AUTHOID,
         Cache::AUTHMEMROLEMEM,
         Cache::NAMESPACEOID,
         Cache::DATABASEOID,
-        // pg_extension's cache, back-patched to 15, 16 and 17 at the end of
-        // the list to keep their ABI; 17 names it with a Z so that it sorts last
+    ];
+    // pg_extension's cache (17 names it with a Z so that it sorts last).
+    // Without it, moving pgvector to another schema still changes its
+    // functions' and operators' rows, which the caches above watch.
+    if running_server_version() >= FIRST_WITH_EXTENSION_CACHE {
         #[cfg(any(feature = "pg15", feature = "pg16"))]
-        Cache::EXTENSIONOID,
+        caches.push(Cache::EXTENSIONOID);
         #[cfg(feature = "pg17")]
-        Cache::ZEXTENSIONOID,
-    ] {
+        caches.push(Cache::ZEXTENSIONOID);
+    }
+    for cache in caches {
         // SAFETY: called once from _PG_init; the callback only touches an atomic.
         unsafe {
             pg_sys::CacheRegisterSyscacheCallback(

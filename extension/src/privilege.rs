@@ -396,9 +396,8 @@ unsafe extern "C-unwind" fn mark_statement(query: *mut pg_sys::QueryDesc) {
                 // check: as RTE_RELATION up to 15, as the RTE_SUBQUERY it
                 // was expanded into (still naming the view) from 16 on.
                 let kind = (*rte).rtekind;
-                let relation_or_view =
-                    kind == pg_sys::RTEKind::RTE_RELATION || kind == pg_sys::RTEKind::RTE_SUBQUERY;
-                if !relation_or_view || relid == pg_sys::InvalidOid {
+                let view = kind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).relkind as u8 == pg_sys::RELKIND_VIEW;
+                if !(kind == pg_sys::RTEKind::RTE_RELATION || view) || relid == pg_sys::InvalidOid {
                     return None;
                 }
                 let found = if (*rte).relkind as u8 == pg_sys::RELKIND_PARTITIONED_TABLE {

@@ -15,6 +15,7 @@ directory of the .deb files; skipped otherwise."""
 
 import contextlib
 import glob
+import grp
 import os
 import re
 import shutil
@@ -50,26 +51,28 @@ def free_port():
 
 @contextlib.contextmanager
 def fresh_cluster(pg_bin):
-    """A new cluster (initdb) owned by postgres, on a free TCP port, engram
-    preloaded."""
+    """A new cluster (initdb) owned by postgres, engram preloaded, reached
+    only over its Unix socket (trust authentication, so no TCP), in a
+    directory that root, postgres and the unit's group (engram) alone can
+    enter. Yields psql for it, and its socket directory and port."""
     data = tempfile.mkdtemp(prefix="engram-pkg-")
-    os.chmod(data, 0o755)
-    shutil.chown(data, "postgres", "postgres")
+    shutil.chown(data, "postgres", "engram")
+    os.chmod(data, 0o710)
     port = free_port()
     run("runuser", "-u", "postgres", "--", f"{pg_bin}/initdb", "-D", f"{data}/db", "-A", "trust", "-E", "UTF8")
     run("runuser", "-u", "postgres", "--", f"{pg_bin}/pg_ctl", "-D", f"{data}/db", "-w", "-l", f"{data}/log",
         # what README "Install into an existing PostgreSQL" asks of a cluster
-        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c shared_preload_libraries=engram", "start")
+        "-o", f"-p {port} -k {data} -c listen_addresses='' -c shared_preload_libraries=engram", "start")
     try:
-        yield lambda db, sql: psql(pg_bin, port, db, sql), port
+        yield lambda db, sql: psql(pg_bin, data, port, db, sql), data, port
     finally:
         subprocess.run(["runuser", "-u", "postgres", "--", f"{pg_bin}/pg_ctl", "-D", f"{data}/db", "-m", "fast",
                         "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
 
 
-def psql(pg_bin, port, db, sql):
-    return run(f"{pg_bin}/psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", db, "-v",
+def psql(pg_bin, socket_dir, port, db, sql):
+    return run(f"{pg_bin}/psql", "-h", socket_dir, "-p", str(port), "-U", "postgres", "-d", db, "-v",
                "ON_ERROR_STOP=1", "-tAc", sql)
 
 
@@ -127,9 +130,13 @@ async def test_the_packages_install_update_and_serve():
     unit = open("/lib/systemd/system/engram-mcp.service").read()
     assert "EnvironmentFile=/etc/engram/engram-mcp.env" in unit and "ExecStart=/usr/bin/engram-mcp serve" in unit
     assert "ENGRAM_TOKEN" not in unit, "no token on the unit's command line"
+    # the environment file may hold a database password: root writes it, the
+    # unit's group reads it, nobody else
+    st = os.stat("/etc/engram/engram-mcp.env")
+    assert (st.st_mode & 0o777, st.st_uid, grp.getgrgid(st.st_gid).gr_name) == (0o640, 0, "engram")
     assert version in run("/usr/bin/engram-mcp", "--version")
 
-    with server_with_package(ext[0]) as (pg_bin, files), fresh_cluster(pg_bin) as (psql, port):
+    with server_with_package(ext[0]) as (pg_bin, files), fresh_cluster(pg_bin) as (psql, sockets, port):
         assert f"/usr/lib/postgresql/{MAJOR}/lib/engram.so" in files, files
         assert any(f.endswith(f"/engram--{version}.sql") for f in files), files
         assert any(re.search(r"/engram--[\d.]+--" + re.escape(version) + r"\.sql$", f) for f in files), \
@@ -156,7 +163,7 @@ async def test_the_packages_install_update_and_serve():
         # as ExecStart would, as the unit's user, with no model flags.
         env = unit_environment("/etc/engram/engram-mcp.env")
         listen = f"127.0.0.1:{free_port()}"
-        env.update(ENGRAM_DATABASE_URL=f"host=127.0.0.1 port={port} user=engram_mcp dbname=engram",
+        env.update(ENGRAM_DATABASE_URL=f"host={sockets} port={port} user=engram_mcp dbname=engram",
                    ENGRAM_LISTEN=listen, RUST_LOG="warn")
         assert set(env) >= {"ENGRAM_DATABASE_URL", "ENGRAM_LISTEN"}
         proc = subprocess.Popen([shutil.which("runuser"), "-u", "engram", "--", "/usr/bin/engram-mcp", "serve"],

@@ -137,3 +137,34 @@ async def test_an_installed_binary_finds_its_model_and_refuses_unknown_databases
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode != 0
     assert "engram 0.1.0" in done.stderr and "ALTER EXTENSION engram UPDATE" in done.stderr, done.stderr
+    # export and import check it too, before their first call
+    dba = dict(env(old), ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=postgres dbname={old}")
+    done = subprocess.run([str(binary), "export", "--owner", "alice", "--out", str(tmp_path / "x.jsonl")], env=dba,
+                          cwd=str(elsewhere), capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "ALTER EXTENSION engram UPDATE" in done.stderr, done.stderr
+    assert not (tmp_path / "x.jsonl").exists() or (tmp_path / "x.jsonl").stat().st_size == 0
+
+
+def test_a_binary_never_loads_onnx_runtime_from_the_working_directory(database, tokens, tmp_path):
+    # A binary with nothing installed beside it, started by a client in a
+    # directory holding a planted .engram/lib/libonnxruntime.so: it must not
+    # dlopen() that file (a library runs its code when loaded), and says
+    # where it looked instead.
+    bare = tmp_path / "bare" / "bin"
+    bare.mkdir(parents=True)
+    binary = bare / "engram-mcp"
+    binary.write_bytes(open(BIN, "rb").read())
+    binary.chmod(0o755)
+    planted = tmp_path / "checkout"
+    (planted / ".engram" / "lib").mkdir(parents=True)
+    (planted / ".engram" / "models").mkdir()
+    (planted / ".engram" / "lib" / "libonnxruntime.so").write_bytes(b"not a library: loading this is the bug")
+    (planted / ".engram" / "models" / "all-MiniLM-L6-v2").symlink_to(os.path.abspath(MODEL_DIR))
+    env = stdio_env(database, tokens["alice"])
+    env.pop("ENGRAM_MODEL_DIR", None)
+    env.pop("ENGRAM_ONNX_RUNTIME", None)
+    done = subprocess.run([str(binary), "stdio"], env=env, cwd=str(planted), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0
+    assert str(planted) not in done.stderr and "loading this is the bug" not in done.stderr, done.stderr
+    assert str(tmp_path / "bare" / "share" / "engram") in done.stderr, done.stderr

@@ -88,7 +88,13 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
         .status()
         .unwrap();
     assert!(owned.success());
-    let cluster = Cluster { dir, port: 5499 };
+    // 65 above the suite's cluster (5499 on 15, 5699 on 17): each
+    // version's run has its own range of ports.
+    let base: u16 = std::env::var("ENGRAM_TEST_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(5434);
+    let cluster = Cluster { dir, port: base + 65 };
     let initdb = engram_tests::pg_bin("initdb");
     let out = as_postgres(&[&initdb, "-D", &cluster.data(), "-U", "postgres", "--auth=trust"]);
     assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));

@@ -238,6 +238,34 @@ async fn views_defaults_and_copy_of_an_unprivileged_role_lend_it_nothing() {
         assert_eq!(code, "42501", "{sql}: {msg}");
         assert!(msg.contains("owned by role sr_"), "{sql}: {msg}");
     }
+    // The attacker's view in every shape a plan can hold it (a view is an
+    // RTE_RELATION in 15's plans and an RTE_SUBQUERY naming it from 16 on):
+    // inside a materialized CTE, a security_barrier view, one the planner
+    // cannot flatten (LIMIT, an aggregate), a view over the view, and inside
+    // a scalar subquery.
+    c.batch_execute(
+        "CREATE VIEW app.sb WITH (security_barrier) AS SELECT l.content FROM engram.list(owner => 'bob') l;
+         CREATE VIEW app.lim AS SELECT l.content FROM engram.list(owner => 'bob') l LIMIT 5;
+         CREATE VIEW app.agg AS SELECT count(*) AS n FROM engram.list(owner => 'bob') l;
+         CREATE VIEW app.vv AS SELECT * FROM app.v;",
+    )
+    .await
+    .unwrap();
+    for sql in [
+        "WITH c AS MATERIALIZED (SELECT * FROM app.v) SELECT * FROM c",
+        "SELECT * FROM app.sb",
+        "SELECT * FROM app.lim",
+        "SELECT * FROM app.agg",
+        "SELECT * FROM app.vv",
+        "SELECT (SELECT count(*) FROM app.v) AS n",
+    ] {
+        let (code, msg) = sqlstate(db.admin.query(sql, &[]).await);
+        assert_eq!(code, "42501", "{sql}: {msg}");
+        assert!(msg.contains("owned by role sr_"), "{sql}: {msg}");
+    }
+    // A view the planner proves empty calls nothing, so it lends nothing.
+    let rows = db.admin.query("SELECT * FROM app.v WHERE false", &[]).await.unwrap();
+    assert!(rows.is_empty());
     // COPY FROM evaluates the default outside the executor.
     let (ok, out) = psql(&db.name, "COPY app.t3 (x) FROM STDIN;\n2\n\\.\n");
     assert!(!ok, "COPY was accepted: {out}");
