@@ -7,10 +7,23 @@ citus_installed() {
   [ -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/citus.control" ]
 }
 
-# The archive engram's CI builds Citus from when no Citus is installed.
+# The archive engram's CI builds Citus from when no Citus is installed:
+# CITUS_SOURCE, else the vendored copy next to the repository
+# (../shared/vendor), else the one next to the repository this clone came
+# from. CI works in a fresh clone whose directory may have no ../shared, and
+# a missing archive silently skips the whole Citus stage.
 citus_default_source() {
-  local vendored="$ROOT/../shared/vendor/citus-13.2.2.tar.gz"
-  if [ -n "${CITUS_SOURCE:-}" ]; then echo "$CITUS_SOURCE"; elif [ -f "$vendored" ]; then echo "$vendored"; fi
+  if [ -n "${CITUS_SOURCE:-}" ]; then echo "$CITUS_SOURCE"; return; fi
+  local origin dir
+  origin="$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)"
+  origin="${origin#file://}"
+  for dir in "$ROOT/.." "$origin/.."; do
+    case "$dir" in /*) ;; *) continue ;; esac
+    if [ -f "$dir/shared/vendor/citus-13.2.2.tar.gz" ]; then
+      echo "$(cd "$dir" && pwd)/shared/vendor/citus-13.2.2.tar.gz"
+      return
+    fi
+  done
 }
 
 # citus_install: nothing when Citus is installed; otherwise builds the source
