@@ -17,7 +17,7 @@ citus_default_source() {
   local origin dir
   origin="$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)"
   origin="${origin#file://}"
-  for dir in "$ROOT/.." "$origin/.."; do
+  for dir in "$ROOT/.." ${origin:+"$origin/.."}; do
     case "$dir" in /*) ;; *) continue ;; esac
     if [ -f "$dir/shared/vendor/citus-13.2.2.tar.gz" ]; then
       echo "$(cd "$dir" && pwd)/shared/vendor/citus-13.2.2.tar.gz"
