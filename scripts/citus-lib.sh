@@ -14,13 +14,13 @@ citus_installed() {
 # without an archive the Citus stage is skipped with a warning and CI passes.
 citus_default_source() {
   if [ -n "${CITUS_SOURCE:-}" ]; then echo "$CITUS_SOURCE"; return; fi
-  local origin dir
+  local archive=shared/vendor/citus-13.2.2.tar.gz origin dir
   origin="$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)"
   origin="${origin#file://}"
   for dir in "$ROOT/.." ${origin:+"$origin/.."}; do
     case "$dir" in /*) ;; *) continue ;; esac
-    if [ -f "$dir/shared/vendor/citus-13.2.2.tar.gz" ]; then
-      echo "$(cd "$dir" && pwd)/shared/vendor/citus-13.2.2.tar.gz"
+    if [ -f "$dir/$archive" ]; then
+      echo "$(cd "$dir" && pwd)/$archive"
       return
     fi
   done
