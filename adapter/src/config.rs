@@ -23,7 +23,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Serve MCP over Streamable HTTP (POST/GET/DELETE /mcp), plus GET /health and GET /metrics.
+    /// Serve MCP over Streamable HTTP (POST/GET/DELETE /mcp), plus GET /health and GET /metrics (platform
+    /// tokens, unless --metrics-open).
     Serve(ServeArgs),
     /// Serve MCP over standard input and output, for desktop clients that launch their servers as
     /// subprocesses. The caller's token comes from ENGRAM_TOKEN; logs go to standard error.
@@ -120,6 +121,11 @@ pub struct ServeArgs {
     /// Serve without MCP sessions: every POST is answered with plain JSON.
     #[arg(long, env = "ENGRAM_STATELESS")]
     pub stateless: bool,
+    /// Serve GET /metrics without a token. Without it /metrics, which counts the calls of every owner,
+    /// answers only requests with a platform token's Authorization: Bearer header (or, while no token
+    /// exists, loopback callers). For a scraper that cannot send a bearer token, on a trusted network.
+    #[arg(long, env = "ENGRAM_METRICS_OPEN")]
+    pub metrics_open: bool,
     /// Most client connections open at once; further connections wait in the listen queue until one
     /// closes (a flood of idle connections cannot exhaust the process's file descriptors).
     #[arg(long, env = "ENGRAM_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]

@@ -305,20 +305,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         interval: std::time::Duration::from_millis(args.health_interval_ms),
         last: Default::default(),
     });
+    // /metrics counts every owner's calls: behind authentication (platform
+    // tokens) unless --metrics-open mounts it beside /health.
+    let metrics_route = Router::new().route(
+        "/metrics",
+        get(metrics).with_state(Arc::new(MetricsState {
+            shared: shared.clone(),
+            open: args.metrics_open,
+        })),
+    );
+    let (authenticated_metrics, open_metrics) = if args.metrics_open {
+        (Router::new(), metrics_route)
+    } else {
+        (metrics_route, Router::new())
+    };
     // Layers run outside-in in the reverse order of `.layer` calls: the
     // Host/Origin guard is the outermost layer of every route, then
-    // authentication (for /mcp and /api), then each route's own.
+    // authentication (for /mcp, /api and /metrics), then each route's own.
     let app = mcp
         .layer(middleware::from_fn(jsonrpc::check))
         .layer(middleware::map_response(session_deleted_is_no_content))
         .merge(api::router(shared.clone()))
+        .merge(authenticated_metrics)
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
         .merge(ui::router())
         .merge(
             Router::new()
                 .route("/health", get(health))
                 .with_state(health_state)
-                .route("/metrics", get(metrics).with_state(shared.clone())),
+                .merge(open_metrics),
         )
         // an explicit fallback, so that the guard covers unknown paths too
         .fallback(|| async { caller::deny(StatusCode::NOT_FOUND, "no such route; MCP is at /mcp") })
@@ -538,9 +553,44 @@ async fn check_health(shared: &Shared) -> (StatusCode, serde_json::Value) {
     (status, body)
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+/// GET /metrics's state: the counters, and whether --metrics-open serves
+/// them without a token.
+struct MetricsState {
+    shared: Arc<Shared>,
+    open: bool,
+}
+
+/// GET /metrics: the calls of every owner, so, unless --metrics-open, only
+/// for platform tokens, and for anonymous loopback callers while no token
+/// exists (they may call every tool then anyway). caller::authenticate has
+/// answered a missing or unknown token with 401 before this runs; a request
+/// that reaches here unauthenticated is refused rather than served.
+async fn metrics(
+    State(m): State<Arc<MetricsState>>,
+    who: Option<axum::Extension<caller::Caller>>,
+) -> axum::response::Response {
+    if !m.open {
+        match who.as_deref() {
+            Some(c) if c.platform || c.token.is_none() => {}
+            Some(_) => {
+                return caller::deny(
+                    StatusCode::FORBIDDEN,
+                    "/metrics counts the calls of every owner: send a platform token's \
+                     Authorization: Bearer header (engram.create_token(..., platform => true))",
+                )
+            }
+            None => {
+                return caller::deny(
+                    StatusCode::UNAUTHORIZED,
+                    "missing token; send Authorization: Bearer <platform token>",
+                )
+            }
+        }
+    }
+    let shared = &m.shared;
     (
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         shared.metrics.render(shared.embedder.stats(), shared.db.pool_status()),
     )
+        .into_response()
 }

@@ -530,3 +530,36 @@ CREATE TABLE engram.memory_entities (
 );
 CREATE INDEX memory_entities_key ON engram.memory_entities (owner, key);
 ALTER TABLE engram.memory_entities ENABLE ROW LEVEL SECURITY;
+
+-- What engram.configure() and engram.tune_search() set (since 0.15.0): one
+-- row, absent while nothing was set (the defaults then hold). The dimension
+-- and the index options live in the catalog (the embedding column's type,
+-- the HNSW index's options, the database's engram.hnsw_ef_search), which
+-- pg_dump does not dump for an extension's tables; this row travels with
+-- the data, and a restore applies it (sql/api/backup.sql).
+CREATE TABLE engram.configuration (
+    id                   boolean PRIMARY KEY DEFAULT true CHECK (id),
+    embedding_dims       integer NOT NULL,
+    image_dims           integer NOT NULL,
+    -- the HNSW index's build options (NULL: pgvector's defaults)
+    hnsw_m               integer,
+    hnsw_ef_construction integer,
+    -- the floor engram.tune_search() measured (NULL: not tuned)
+    hnsw_ef_search       integer,
+    -- the engram version that wrote the row
+    version              text NOT NULL,
+    updated_at           timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('engram.configuration', '');
+ALTER TABLE engram.configuration ENABLE ROW LEVEL SECURITY;
+
+-- The tables a restore has loaded so far (since 0.15.0; not dumped): a COPY
+-- into an empty engram database is a restore, and until every dumped table
+-- has loaded (engram.finish_restore runs then) engram's functions refuse
+-- to serve a partial database. Empty outside a restore.
+CREATE TABLE engram.restore_loads (
+    table_name text PRIMARY KEY,
+    rows       bigint NOT NULL,
+    loaded_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+ALTER TABLE engram.restore_loads ENABLE ROW LEVEL SECURITY;

@@ -95,3 +95,11 @@ fn _caller_role() -> String {
         CStr::from_ptr(name).to_string_lossy().into_owned()
     }
 }
+
+/// Whether the library was loaded before any statement of this backend
+/// (shared_preload_libraries or session_preload_libraries), so that its
+/// hooks saw everything that ran (privilege.rs, restore.rs).
+#[pg_extern(volatile, parallel_safe)]
+fn _preloaded() -> bool {
+    privilege::preloaded()
+}

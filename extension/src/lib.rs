@@ -21,6 +21,7 @@ mod path_guard;
 mod policy;
 mod privilege;
 mod remote;
+mod restore;
 mod scope;
 mod scoring;
 mod time;
@@ -116,4 +117,5 @@ extension_sql_file!(
 );
 extension_sql_file!("../sql/api/vision.sql", name = "api_vision", requires = ["api_context"]);
 extension_sql_file!("../sql/api/citus.sql", name = "api_citus", requires = ["api_vision"]);
+extension_sql_file!("../sql/api/backup.sql", name = "api_backup", requires = ["api_citus"]);
 extension_sql_file!("../sql/api/privileges.sql", name = "api_privileges", finalize);

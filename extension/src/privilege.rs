@@ -32,8 +32,22 @@
 //!   `ALTER TABLE` on such a relation (or its children), and `ALTER DOMAIN`
 //!   of such a role's domain, evaluate defaults and constraints outside the
 //!   executor and are marked for their duration;
+//! * the planner is at work: while it plans a statement it evaluates
+//!   STABLE functions whose arguments are constants (to estimate a `WHERE`
+//!   clause of a view, a row-level security policy, a rule or a prepared
+//!   statement that another role wrote), before `ExecutorStart` could mark
+//!   the statement; nothing evaluated while planning acts with privilege
+//!   (`planner_hook`);
 //! * the library was not preloaded: code that started before it was loaded
 //!   went unseen, so nothing can be vouched for.
+//!
+//! engram's helpers (functions named `_…`, not executable by PUBLIC) trust
+//! their callers, since only engram's own functions and superusers can call
+//! them. A superuser's statement can still reach one through another role's
+//! view or function; so while privilege is withheld, a helper called by
+//! anything but an engram function is refused (`fmgr_hook`: every engram
+//! SQL function pins its search_path, so Postgres routes each call through
+//! the hook).
 //!
 //! The hooks see every frame only when the library is loaded before any
 //! code runs in the backend: `shared_preload_libraries` (what `scripts/setup`
@@ -57,7 +71,9 @@
 //! catalog lookup of ours).
 
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_int, CStr};
@@ -71,6 +87,29 @@ enum Mark {
     Started(String),
 }
 
+/// One function-manager frame that passed through the hook.
+#[derive(Clone, Copy, PartialEq)]
+#[repr(C)]
+enum Frame {
+    /// A function owned by an unprivileged role.
+    Untrusted(pg_sys::Oid),
+    /// A plpgsql or SQL function of engram (its API or a helper).
+    Engram,
+    /// Anything else (a trusted role's function).
+    Other,
+}
+
+/// What a function is, for the frames and the helpers' guard.
+#[derive(Clone, Copy, PartialEq)]
+enum FunctionKind {
+    Untrusted,
+    /// engram's API (callable by PUBLIC).
+    EngramApi,
+    /// engram's helper: not executable by `engram_agent`, trusts its caller.
+    EngramHelper,
+    Other,
+}
+
 /// A marked statement: its QueryDesc address (0 for a utility statement),
 /// the subtransaction that started it, and why.
 type Marked = (usize, pg_sys::SubTransactionId, Mark);
@@ -80,13 +119,16 @@ thread_local! {
     static PRELOADED: Cell<bool> = const { Cell::new(false) };
     /// One entry per function-manager frame that passed through the hook:
     /// the function's oid when an unprivileged role owns it.
-    static FRAMES: RefCell<Vec<Option<pg_sys::Oid>>> = const { RefCell::new(Vec::new()) };
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// One entry per statement being planned: the subtransaction that
+    /// started planning it (an error drops it with its subtransaction).
+    static PLANNING: RefCell<Vec<pg_sys::SubTransactionId>> = const { RefCell::new(Vec::new()) };
     /// Statements running with a mark.
     static MARKED: RefCell<Vec<Marked>> = const { RefCell::new(Vec::new()) };
     /// role -> privileged and function -> owned by an unprivileged role,
     /// valid for one generation of the role and function catalogs.
     static ROLES: RefCell<(u64, HashMap<pg_sys::Oid, bool>)> = RefCell::new((0, HashMap::new()));
-    static FUNCTIONS: RefCell<(u64, HashMap<pg_sys::Oid, bool>)> = RefCell::new((0, HashMap::new()));
+    static FUNCTIONS: RefCell<(u64, HashMap<pg_sys::Oid, FunctionKind>)> = RefCell::new((0, HashMap::new()));
     static GENERATION: Cell<u64> = const { Cell::new(1) };
 }
 
@@ -95,6 +137,7 @@ static mut PREV_FMGR: pg_sys::fmgr_hook_type = None;
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 // The standard functions, called without pgrx's error guard (see above).
 unsafe extern "C-unwind" {
@@ -113,6 +156,13 @@ unsafe extern "C-unwind" {
         dest: *mut pg_sys::DestReceiver,
         qc: *mut pg_sys::QueryCompletion,
     );
+    #[link_name = "standard_planner"]
+    fn raw_standard_planner(
+        parse: *mut pg_sys::Query,
+        query_string: *const std::ffi::c_char,
+        cursor_options: c_int,
+        bound_params: pg_sys::ParamListInfo,
+    ) -> *mut pg_sys::PlannedStmt;
 }
 
 /// Installs the hooks; called from `_PG_init`.
@@ -138,6 +188,8 @@ pub fn init() {
         pg_sys::ExecutorEnd_hook = Some(executor_end);
         PREV_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(process_utility);
+        PREV_PLANNER = pg_sys::planner_hook;
+        pg_sys::planner_hook = Some(planner);
         pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
         use pg_sys::SysCacheIdentifier as Cache;
@@ -159,11 +211,11 @@ unsafe extern "C-unwind" fn catalog_changed(_arg: pg_sys::Datum, _cacheid: c_int
 
 /// A per-generation memo: `compute` runs again after roles, their
 /// memberships, parameter grants or functions changed.
-fn memo(
-    cache: &'static std::thread::LocalKey<RefCell<(u64, HashMap<pg_sys::Oid, bool>)>>,
+fn memo<T: Copy>(
+    cache: &'static std::thread::LocalKey<RefCell<(u64, HashMap<pg_sys::Oid, T>)>>,
     key: pg_sys::Oid,
-    compute: impl FnOnce() -> bool,
-) -> bool {
+    compute: impl FnOnce() -> T,
+) -> T {
     let generation = GENERATION.get();
     let hit = cache.with_borrow(|(seen, map)| {
         if *seen == generation {
@@ -244,26 +296,112 @@ fn watching() -> bool {
     }
 }
 
-fn untrusted_function(oid: pg_sys::Oid) -> bool {
-    watching() && memo(&FUNCTIONS, oid, || untrusted(pg_sys::SysCacheIdentifier::PROCOID, oid))
+/// What kind of function `oid` is (Other outside databases with engram).
+fn function_kind(oid: pg_sys::Oid) -> FunctionKind {
+    if !watching() {
+        return FunctionKind::Other;
+    }
+    memo(&FUNCTIONS, oid, || classify_function(oid))
+}
+
+fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
+    if untrusted(pg_sys::SysCacheIdentifier::PROCOID, oid) {
+        return FunctionKind::Untrusted;
+    }
+    // SAFETY: a syscache lookup inside a transaction (watching() checked);
+    // the tuple is released before returning.
+    let (namespace, name, language, volatility) = unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as c_int, pg_sys::Datum::from(oid));
+        if tuple.is_null() {
+            return FunctionKind::Other;
+        }
+        let proc = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let found = (
+            (*proc).pronamespace,
+            CStr::from_ptr((*proc).proname.data.as_ptr()).to_bytes().first().copied(),
+            (*proc).prolang,
+            (*proc).provolatile as u8,
+        );
+        pg_sys::ReleaseSysCache(tuple);
+        found
+    };
+    let engram = unsafe { pg_sys::get_namespace_oid(c"engram".as_ptr(), true) };
+    // C and internal functions (pg_language's fixed oids 13 and 12): the
+    // Rust ones are pure or check the caller themselves.
+    if namespace != engram || matches!(u32::from(language), 12 | 13) {
+        return FunctionKind::Other;
+    }
+    // Pure helpers (IMMUTABLE) read no data: nothing to guard.
+    if name != Some(b'_') || volatility == pg_sys::PROVOLATILE_IMMUTABLE {
+        return FunctionKind::EngramApi;
+    }
+    // SAFETY: catalog lookups of a role and of a function's ACL.
+    let agent_may = unsafe {
+        let agent = pg_sys::get_role_oid(c"engram_agent".as_ptr(), true);
+        agent != pg_sys::InvalidOid && function_executable_by(oid, agent)
+    };
+    if agent_may {
+        FunctionKind::EngramApi
+    } else {
+        FunctionKind::EngramHelper
+    }
+}
+
+/// Whether `role` has EXECUTE on function `oid`.
+unsafe fn function_executable_by(oid: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    // SAFETY: the caller is inside a transaction.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        let result = pg_sys::pg_proc_aclcheck(oid, role, pg_sys::ACL_EXECUTE as pg_sys::AclMode);
+        #[cfg(not(feature = "pg15"))]
+        let result = pg_sys::object_aclcheck(
+            pg_sys::ProcedureRelationId,
+            oid,
+            role,
+            pg_sys::ACL_EXECUTE as pg_sys::AclMode,
+        );
+        result == pg_sys::AclResult::ACLCHECK_OK
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn needs_fmgr_hook(fn_oid: pg_sys::Oid) -> bool {
     // SAFETY: the previous hook, as Postgres would call it.
     let prev = unsafe { PREV_NEEDS_FMGR }.is_some_and(|prev| unsafe { prev(fn_oid) });
-    prev || untrusted_function(fn_oid)
+    prev || function_kind(fn_oid) != FunctionKind::Other
 }
 
-/// The frame an FHET_START pushes: the function's oid when it is untrusted.
+/// The frame an FHET_START pushes. A helper of engram called while
+/// privilege is withheld by anything but an engram function is refused
+/// here, before it runs (and before the frame is pushed: Postgres sends no
+/// FHET_ABORT for a START that failed).
 #[pg_guard]
-unsafe extern "C-unwind" fn frame_of(flinfo: *mut pg_sys::FmgrInfo) -> pg_sys::Oid {
+unsafe extern "C-unwind" fn frame_of(flinfo: *mut pg_sys::FmgrInfo) -> Frame {
     // SAFETY: Postgres passes the function's valid FmgrInfo.
     let oid = unsafe { (*flinfo).fn_oid };
-    if untrusted_function(oid) {
-        oid
-    } else {
-        pg_sys::InvalidOid
+    match function_kind(oid) {
+        FunctionKind::Untrusted => Frame::Untrusted(oid),
+        FunctionKind::EngramApi => Frame::Engram,
+        FunctionKind::EngramHelper => {
+            let called_by_engram = FRAMES.with_borrow(|f| f.last() == Some(&Frame::Engram));
+            if !called_by_engram {
+                if let Some(reason) = withheld_now() {
+                    let message = format!(
+                        "engram's internal function {} runs only inside engram's own functions while {reason}",
+                        // SAFETY: formats a function oid.
+                        cstring(unsafe { pg_sys::format_procedure_qualified(oid) })
+                    );
+                    ErrorReport::new(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, message, "engram")
+                        .set_hint(
+                            "call engram's public functions (docs/SQL.md) bound with a token, or see \"Privilege that \
+                             cannot be borrowed\" in docs/SECURITY.md",
+                        )
+                        .report(PgLogLevel::ERROR);
+                }
+            }
+            Frame::Engram
+        }
+        FunctionKind::Other => Frame::Other,
     }
 }
 
@@ -279,8 +417,8 @@ unsafe extern "C-unwind" fn fmgr_hook(
             prev(event, flinfo, arg);
         }
         if event == pg_sys::FmgrHookEventType::FHET_START {
-            let oid = frame_of(flinfo);
-            FRAMES.with_borrow_mut(|frames| frames.push((oid != pg_sys::InvalidOid).then_some(oid)));
+            let frame = frame_of(flinfo);
+            FRAMES.with_borrow_mut(|frames| frames.push(frame));
         } else {
             // FHET_END or FHET_ABORT: Postgres pairs one with every START,
             // and the frames nest strictly.
@@ -311,7 +449,7 @@ fn untrusted_in_tree(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
 }
 
 /// Why privilege is withheld right now, leaving out the preload condition.
-fn withheld_now() -> Option<String> {
+pub fn withheld_now() -> Option<String> {
     innermost_reason().map(|(reason, started)| {
         if started {
             format!("this statement (or cursor) was started while {reason}")
@@ -336,7 +474,13 @@ fn innermost_reason() -> Option<(String, bool)> {
             ));
         }
     }
-    if let Some(function) = FRAMES.with_borrow(|f| f.iter().rev().find_map(|f| *f)) {
+    let untrusted_frame = FRAMES.with_borrow(|f| {
+        f.iter().rev().find_map(|f| match f {
+            Frame::Untrusted(oid) => Some(*oid),
+            _ => None,
+        })
+    });
+    if let Some(function) = untrusted_frame {
         let reason = format!(
             "function {} owned by role {} is running",
             // SAFETY: formats an oid; a missing function prints its oid.
@@ -345,8 +489,22 @@ fn innermost_reason() -> Option<(String, bool)> {
         );
         return Some((reason, false));
     }
-    let mark = MARKED.with_borrow(|m| m.last().map(|e| e.2.clone()))?;
-    Some(match mark {
+    if let Some(mark) = MARKED.with_borrow(|m| m.last().map(|e| e.2.clone())) {
+        return Some(marked_reason(mark));
+    }
+    PLANNING.with_borrow(|p| !p.is_empty()).then(|| {
+        (
+            "the planner is evaluating expressions of a statement (a view, row-level security policy, rule or \
+             prepared statement it plans may hold another role's code)"
+                .to_string(),
+            false,
+        )
+    })
+}
+
+/// The reason a statement's mark gives.
+fn marked_reason(mark: Mark) -> (String, bool) {
+    match mark {
         Mark::Started(reason) => (reason, true),
         Mark::Relation(relid) => {
             // SAFETY: name lookups of a relation the statement uses.
@@ -371,7 +529,7 @@ fn innermost_reason() -> Option<(String, bool)> {
             );
             (reason, false)
         }
-    })
+    }
 }
 
 /// The mark a statement about to start gets, if any.
@@ -413,6 +571,30 @@ unsafe extern "C-unwind" fn mark_statement(query: *mut pg_sys::QueryDesc) {
         // SAFETY: reads the current subtransaction id.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
         MARKED.with_borrow_mut(|m| m.push((query as usize, sub, mark)));
+    }
+}
+
+/// Plans a statement with privilege withheld: nothing the planner
+/// evaluates (STABLE functions of constants, to estimate a clause) acts
+/// with the session role's privilege. An error leaves the entry behind for
+/// the (sub)transaction callbacks to drop.
+unsafe extern "C-unwind" fn planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const std::ffi::c_char,
+    cursor_options: c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: called by Postgres with valid arguments, passed on unchanged;
+    // the current subtransaction id is a backend global.
+    unsafe {
+        let sub = pg_sys::GetCurrentSubTransactionId();
+        PLANNING.with_borrow_mut(|p| p.push(sub));
+        let planned = match PREV_PLANNER {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
+        };
+        PLANNING.with_borrow_mut(|p| p.pop());
+        planned
     }
 }
 
@@ -487,6 +669,42 @@ unsafe extern "C-unwind" fn utility_mark(stmt: *mut pg_sys::Node) -> bool {
     true
 }
 
+/// For `ALTER EXTENSION engram UPDATE [TO ...]`: refuses a target other
+/// than this library's version before the update runs (upgrade.rs), and
+/// says whether this is such a statement (checked again when it ends).
+#[pg_guard]
+unsafe extern "C-unwind" fn engram_update(stmt: *mut pg_sys::Node) -> bool {
+    // SAFETY: Postgres passes a valid parse tree; an AlterExtensionStmt's
+    // options are DefElems.
+    unsafe {
+        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_AlterExtensionStmt {
+            return false;
+        }
+        let alter = stmt as *mut pg_sys::AlterExtensionStmt;
+        let name = cstring((*alter).extname);
+        if name != "engram" {
+            return false;
+        }
+        let options = (*alter).options;
+        let mut target = None;
+        if !options.is_null() {
+            for i in 0..(*options).length as usize {
+                let def = (*(*options).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+                if cstring((*def).defname) == "new_version" {
+                    target = Some(cstring(pg_sys::defGetString(def)));
+                }
+            }
+        }
+        crate::upgrade::check_target(&name, target.as_deref());
+        true
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn engram_update_finished() {
+    crate::upgrade::check_finished();
+}
+
 #[allow(clippy::too_many_arguments)] // Postgres' hook signature
 unsafe extern "C-unwind" fn process_utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -503,6 +721,8 @@ unsafe extern "C-unwind" fn process_utility(
     // drops the mark.
     unsafe {
         let marked = utility_mark((*pstmt).utilityStmt);
+        let update = engram_update((*pstmt).utilityStmt);
+        let restoring = crate::restore::before_copy((*pstmt).utilityStmt);
         match PREV_UTILITY {
             Some(prev) => prev(
                 pstmt,
@@ -525,6 +745,13 @@ unsafe extern "C-unwind" fn process_utility(
                 qc,
             ),
         }
+        if update {
+            engram_update_finished();
+        }
+        if restoring != pg_sys::InvalidOid {
+            let rows = if qc.is_null() { 0 } else { (*qc).nprocessed };
+            crate::restore::after_copy(restoring, rows);
+        }
         if marked {
             MARKED.with_borrow_mut(|m| {
                 if let Some(at) = m.iter().rposition(|e| e.0 == 0) {
@@ -542,6 +769,13 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     // materialised before the commit callbacks). The frame stack is not
     // touched: a procedure's frame spans its own COMMITs, and ABORT events
     // keep it balanced.
+    // An ALTER EXTENSION that stopped at a hop without an API (in a
+    // session where the library was not preloaded, so no utility hook saw
+    // the statement end) fails before its transaction commits.
+    if matches!(event, XACT_EVENT_PRE_COMMIT | XACT_EVENT_PRE_PREPARE) {
+        // SAFETY: a guarded call; its error aborts the commit.
+        unsafe { engram_update_finished() };
+    }
     if matches!(
         event,
         XACT_EVENT_COMMIT
@@ -551,6 +785,8 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             | XACT_EVENT_PREPARE
     ) {
         MARKED.with_borrow_mut(|m| m.clear());
+        PLANNING.with_borrow_mut(|p| p.clear());
+        crate::upgrade::forget_pending(None);
     }
 }
 
@@ -561,10 +797,17 @@ unsafe extern "C-unwind" fn subxact_callback(
     _arg: *mut std::ffi::c_void,
 ) {
     match event {
-        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => MARKED.with_borrow_mut(|m| m.retain(|e| e.1 != sub)),
-        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => MARKED.with_borrow_mut(|m| {
-            m.iter_mut().filter(|e| e.1 == sub).for_each(|e| e.1 = parent);
-        }),
+        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
+            MARKED.with_borrow_mut(|m| m.retain(|e| e.1 != sub));
+            PLANNING.with_borrow_mut(|p| p.retain(|s| *s != sub));
+            crate::upgrade::forget_pending(Some(sub));
+        }
+        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
+            MARKED.with_borrow_mut(|m| {
+                m.iter_mut().filter(|e| e.1 == sub).for_each(|e| e.1 = parent);
+            });
+            PLANNING.with_borrow_mut(|p| p.iter_mut().filter(|s| **s == sub).for_each(|s| *s = parent));
+        }
         _ => {}
     }
 }
@@ -584,6 +827,11 @@ fn role_name(role: Option<pg_sys::Oid>) -> String {
         || "?".to_string(),
         |r| cstring(unsafe { pg_sys::GetUserNameFromId(r, true) }),
     )
+}
+
+/// Whether the library was loaded before any code of this backend ran.
+pub fn preloaded() -> bool {
+    PRELOADED.get()
 }
 
 /// Why the privileged path is closed right now, or None when it is open to

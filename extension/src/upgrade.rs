@@ -10,12 +10,87 @@
 //! the hop whose target is this library's version loads it, so a chain of
 //! hops (0.1.0 -> 0.2.0 -> 0.3.0) loads the newest API once, on the newest
 //! tables.
+//!
+//! A chain must therefore end at this library's version: a hop to an
+//! earlier version leaves that version's tables without its API (the
+//! library carries only its own), and one to a later version has no API
+//! here at all. `ALTER EXTENSION engram UPDATE TO` another version is
+//! refused before it runs (`check_target`, from the utility hook of a
+//! preloaded library), and, wherever the library was loaded, an update
+//! whose last hop did not load the API fails at the end of the statement
+//! or at the latest before its transaction commits (`check_finished`), so
+//! it is rolled back whole.
 
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::cell::RefCell;
+
+const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+thread_local! {
+    /// The version an intermediate hop reached without loading an API, and
+    /// the subtransaction it ran in, until a later hop loads this library's.
+    static PENDING: RefCell<Option<(String, pg_sys::SubTransactionId)>> = const { RefCell::new(None) };
+}
+
+/// A version's numbers, for ordering ("0.10.0" after "0.9.0").
+fn numbers(version: &str) -> Vec<u64> {
+    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// Raises `what` (55000) with what to run instead.
+fn refuse(what: String) -> ! {
+    let remedy = format!(
+        "this library provides engram {LIBRARY_VERSION}, which loads only its own API; run ALTER EXTENSION engram \
+         UPDATE (to {LIBRARY_VERSION}), or install the library of the version you want and restart PostgreSQL"
+    );
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("{what}; {remedy}"),
+        "engram",
+    )
+    .set_hint(remedy)
+    .report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Refuses `ALTER EXTENSION engram UPDATE TO '<version>'` for any version
+/// but this library's, before anything changes.
+pub fn check_target(extension: &str, target: Option<&str>) {
+    if extension != "engram" {
+        return;
+    }
+    if let Some(target) = target.filter(|t| *t != LIBRARY_VERSION) {
+        refuse(format!(
+            "engram cannot update to {target}: that would leave {target}'s tables without {target}'s functions"
+        ));
+    }
+}
+
+/// Fails when an update stopped at a hop that loaded no API.
+pub fn check_finished() {
+    if let Some((version, _)) = PENDING.with_borrow(|p| p.clone()) {
+        PENDING.set(None);
+        refuse(format!(
+            "engram cannot stop an update at {version}: its tables would keep another version's functions"
+        ));
+    }
+}
+
+/// Forgets a pending hop at the end of its (sub)transaction.
+pub fn forget_pending(aborted_sub: Option<pg_sys::SubTransactionId>) {
+    PENDING.with_borrow_mut(|p| {
+        if aborted_sub.is_none() || p.as_ref().map(|e| e.1) == aborted_sub {
+            *p = None;
+        }
+    });
+}
 
 /// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
 /// (a file may use types and functions of the files before it).
-const API_FILES: [&str; 18] = [
+const API_FILES: [&str; 19] = [
     include_str!("../sql/api/helpers.sql"),
     include_str!("../sql/api/search_plans.sql"),
     include_str!("../sql/api/scope_lists.sql"),
@@ -33,6 +108,7 @@ const API_FILES: [&str; 18] = [
     include_str!("../sql/api/context.sql"),
     include_str!("../sql/api/vision.sql"),
     include_str!("../sql/api/citus.sql"),
+    include_str!("../sql/api/backup.sql"),
     include_str!("../sql/api/privileges.sql"),
 ];
 
@@ -66,6 +142,12 @@ const AFTER_API: &str = "DO $$ BEGIN
     END IF;
 END $$";
 
+/// This library's version (what a configuration row records).
+#[pg_extern(immutable, parallel_safe)]
+fn _library_version() -> &'static str {
+    LIBRARY_VERSION
+}
+
 /// Replaces the loaded API with the API files when `version` is this
 /// library's version; returns whether it did.
 #[pg_extern(volatile)]
@@ -76,9 +158,17 @@ fn _install_api(version: &str) -> bool {
     if !unsafe { pg_sys::creating_extension } {
         error!("engram._install_api runs only inside ALTER EXTENSION engram UPDATE");
     }
-    if version != env!("CARGO_PKG_VERSION") {
+    if version != LIBRARY_VERSION {
+        if numbers(version) > numbers(LIBRARY_VERSION) {
+            refuse(format!("engram {version}'s functions are not in this library"));
+        }
+        // An intermediate hop: the chain's last hop must load this API.
+        // SAFETY: reads the current subtransaction id.
+        let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+        PENDING.set(Some((version.to_string(), sub)));
         return false;
     }
+    PENDING.set(None);
     Spi::run(BEFORE_API).unwrap_or_else(|e| error!("engram: preparing the {version} API failed: {e}"));
     Spi::run(DROP_API).unwrap_or_else(|e| error!("engram: dropping the previous API failed: {e}"));
     for file in API_FILES {

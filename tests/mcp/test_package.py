@@ -3,7 +3,9 @@ package of scripts/package, a fresh PostgreSQL cluster that no script built
 engram into, CREATE EXTENSION engram CASCADE, ALTER EXTENSION engram UPDATE
 from the previous release, and engram-mcp's package started from /usr/bin as
 its systemd unit's ExecStart would (as the unit's user, with the unit's
-EnvironmentFile), then a remember and a search through the Python SDK.
+EnvironmentFile), then a remember and a search through the Python SDK. The
+unit's confinement is checked line by line (systemd does not run here), and
+the environment file's mode on a new install and after a second configure.
 
 On 15 (bookworm's PostgreSQL, from apt) both packages are installed with
 `dpkg -i`. On 16 and 17 (ENGRAM_PG_MAJOR; no postgresql-16/17 package runs
@@ -35,6 +37,17 @@ pytestmark = [
 ]
 
 MAJOR = os.environ.get("ENGRAM_PG_MAJOR", "15")
+ENV_FILE = "/etc/engram/engram-mcp.env"
+# What engram-mcp.service confines (docs/DEPLOY.md), line by line.
+UNIT_CONFINEMENT = [
+    "NoNewPrivileges=true", "ProtectSystem=strict", "ProtectHome=true", "PrivateTmp=true", "PrivateDevices=yes",
+    "ProtectKernelTunables=yes", "ProtectKernelModules=yes", "ProtectKernelLogs=yes", "ProtectControlGroups=yes",
+    "ProtectClock=yes", "ProtectHostname=yes", "ProtectProc=invisible",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "RestrictNamespaces=yes", "RestrictRealtime=yes",
+    "RestrictSUIDSGID=yes", "LockPersonality=yes", "CapabilityBoundingSet=", "AmbientCapabilities=",
+    "SystemCallArchitectures=native", "SystemCallFilter=@system-service", "SystemCallFilter=~@privileged @resources",
+    "SystemCallErrorNumber=EPERM",
+]
 
 
 def run(*cmd, **kw):
@@ -74,6 +87,12 @@ def fresh_cluster(pg_bin):
 def psql(pg_bin, socket_dir, port, db, sql):
     return run(f"{pg_bin}/psql", "-h", socket_dir, "-p", str(port), "-U", "postgres", "-d", db, "-v",
                "ON_ERROR_STOP=1", "-tAc", sql)
+
+
+def env_file_access():
+    """(mode, owner uid, group name) of the unit's environment file."""
+    st = os.stat(ENV_FILE)
+    return st.st_mode & 0o777, st.st_uid, grp.getgrgid(st.st_gid).gr_name
 
 
 def unit_environment(path):
@@ -126,14 +145,26 @@ async def test_the_packages_install_update_and_serve():
     version = run("dpkg-deb", "-f", ext[0], "Version")
     assert run("dpkg-deb", "-f", ext[0], "Depends").startswith(f"postgresql-{MAJOR},")
     assert run("dpkg-deb", "-f", ext[0], "Recommends") == f"postgresql-{MAJOR}-pgvector (>= 0.8.0)"
+    # a new install: an earlier run's package is purged first, so that this
+    # configure is the first one
+    subprocess.run(["dpkg", "--purge", "engram-mcp"], capture_output=True)
+    assert not os.path.exists(ENV_FILE), "dpkg --purge engram-mcp left the environment file"
     run("dpkg", "-i", mcp[0])
     unit = open("/lib/systemd/system/engram-mcp.service").read()
     assert "EnvironmentFile=/etc/engram/engram-mcp.env" in unit and "ExecStart=/usr/bin/engram-mcp serve" in unit
     assert "ENGRAM_TOKEN" not in unit, "no token on the unit's command line"
+    directives = set(unit.splitlines())
+    missing = [d for d in UNIT_CONFINEMENT if d not in directives]
+    assert not missing, f"the unit lacks {missing}"
+    assert "MemoryDenyWriteExecute=yes" not in directives and "ProcSubset=pid" not in directives
     # the environment file may hold a database password: root writes it, the
     # unit's group reads it, nobody else
-    st = os.stat("/etc/engram/engram-mcp.env")
-    assert (st.st_mode & 0o777, st.st_uid, grp.getgrgid(st.st_gid).gr_name) == (0o640, 0, "engram")
+    assert env_file_access() == (0o640, 0, "engram")
+    # an administrator's tighter mode survives a reinstall (a second
+    # configure, as an upgrade runs it)
+    os.chmod(ENV_FILE, 0o600)
+    run("dpkg", "-i", mcp[0])
+    assert env_file_access() == (0o600, 0, "engram"), "a second configure loosened the environment file"
     assert version in run("/usr/bin/engram-mcp", "--version")
 
     with server_with_package(ext[0]) as (pg_bin, files), fresh_cluster(pg_bin) as (psql, sockets, port):

@@ -168,8 +168,10 @@ async def test_ambiguous_identity_headers_are_refused(server, tokens):
     assert post([("Authorization", "Basic dXNlcjpwYXNz")]).status_code == 401
 
 
-def metric(base, name):
-    m = re.search(rf"^{name} (\d+)", httpx.get(base + "/metrics").text, re.M)
+def metric(base, name, token):
+    r = httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    m = re.search(rf"^{name} (\d+)", r.text, re.M)
+    assert m, r.text
     return int(m.group(1))
 
 
@@ -177,23 +179,23 @@ async def test_the_embedding_cache_is_per_owner(server, tokens):
     text = "Alice's surgery is booked for the 14th of March"
     async with mcp_session(server, tokens["alice"]) as s:
         await call(s, "memory_remember", content=text)
-    hits = metric(server, "engram_embed_cache_hits_total")
+    hits = metric(server, "engram_embed_cache_hits_total", tokens["platform"])
     async with mcp_session(server, tokens["bob"]) as s:
         await call(s, "memory_search", query=text)
-    assert metric(server, "engram_embed_cache_hits_total") == hits, "bob's query hit alice's cached embedding"
+    assert metric(server, "engram_embed_cache_hits_total", tokens["platform"]) == hits, "bob's query hit alice's cached embedding"
     async with mcp_session(server, tokens["alice"]) as s:
         await call(s, "memory_search", query=text)
-    assert metric(server, "engram_embed_cache_hits_total") == hits + 1
+    assert metric(server, "engram_embed_cache_hits_total", tokens["platform"]) == hits + 1
 
 
 async def test_sizes_are_checked_before_embedding(server, tokens):
     async with mcp_session(server, tokens["alice"]) as s:
-        misses = metric(server, "engram_embed_cache_misses_total")
+        misses = metric(server, "engram_embed_cache_misses_total", tokens["platform"])
         text, err = await call(s, "memory_remember", content="x" * (256 * 1024 + 1))
         assert err and "limit" in text
         text, err = await call(s, "memory_search", query="y" * 70_000)
         assert err and "limit" in text
-        assert metric(server, "engram_embed_cache_misses_total") == misses, "oversized text was embedded"
+        assert metric(server, "engram_embed_cache_misses_total", tokens["platform"]) == misses, "oversized text was embedded"
 
 
 async def test_a_cursor_with_multibyte_characters_is_a_clear_error(server, tokens):

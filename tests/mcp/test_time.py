@@ -25,8 +25,9 @@ async def test_a_correction_closes_the_old_fact_and_the_past_still_answers(serve
         r, _ = await call(s, "memory_remember", content="The Apollo launch deadline is June 10",
                           valid_from="2026-03-01")
         assert r["status"] == "conflict" and r["conflicts"][0]["id"] == old
+        assert "supersedes" in r["hint"], r
         r, _ = await call(s, "memory_remember", content="The Apollo launch deadline is June 10",
-                          valid_from="2026-03-01", force=True)
+                          valid_from="2026-03-01", supersedes=[old])
         new = r["id"]
 
         r, err = await call(s, "memory_search", query="Apollo launch deadline")
@@ -132,3 +133,61 @@ async def test_entities_and_about(server, owners):
     async with mcp_session(server, owners["carol"]) as s:
         r, _ = await call(s, "memory_about", entity="José Díaz")
         assert r["entity"]["memories"] == 0 and r["facts"] == [], r
+
+
+async def test_corrections_close_only_what_the_caller_names(server, owners):
+    """The Marta Keller sequence: a forced write closes nothing, supersedes
+    closes exactly the ids it names, and memory_reopen undoes a wrong one."""
+    async with mcp_session(server, owners["tom"]) as s:
+        async def remember(**args):
+            r, err = await call(s, "memory_remember", **args)
+            assert not err and r["status"] == "created", r
+            return r["id"]
+
+        async def current():
+            r, err = await call(s, "memory_about", entity="Marta Keller")
+            assert not err, r
+            return {f["id"] for f in r["facts"]}
+
+        berlin = await remember(content="Marta Keller lives in Berlin")
+        lead = await remember(content="Marta Keller is the tech lead of Project Atlas", force=True)
+        # what a client written for 0.14.0 sends: force alone now closes nothing
+        r, _ = await call(s, "memory_remember", content="Marta Keller moved from Berlin to Zurich")
+        if r["status"] == "conflict":
+            assert "supersedes" in r["hint"] and "force" in r["hint"], r
+        moved = await remember(content="Marta Keller moved from Berlin to Zurich", force=True)
+        assert {berlin, lead, moved} <= await current()
+        # the handover names the fact it ends, and only that one closes
+        handover = await remember(content="Marta Keller is no longer tech lead of Project Atlas; Jonas Weber took over",
+                                  supersedes=[lead], force=True)
+        facts = await current()
+        assert {moved, handover, berlin} <= facts and lead not in facts, facts
+        zurich = await remember(content="Marta Keller now lives in Zurich", supersedes=[berlin], force=True)
+        facts = await current()
+        assert {moved, handover, zurich} <= facts and not {berlin, lead} & facts, facts
+
+        # a wrong supersession, undone
+        await remember(content="Marta Keller speaks fluent German", supersedes=[zurich], force=True)
+        assert zurich not in await current()
+        r, err = await call(s, "memory_reopen", id=zurich, reason="named by mistake")
+        assert not err and r == {"id": zurich, "reopened": True}, r
+        assert zurich in await current()
+        r, _ = await call(s, "memory_recall", id=zurich)
+        assert r["memory"]["valid_to"] is None and r["memory"]["metadata"]["engram_reopened"]["reason"] == "named by mistake"
+        r, err = await call(s, "memory_reopen", id=zurich)
+        assert not err and r["reopened"] is False, r
+
+    # an id the caller cannot write: refused, and nothing is written
+    async with mcp_session(server, owners["carol"]) as s:
+        r, _ = await call(s, "memory_remember", content="Carol keeps her notes in a red notebook")
+        carol = r["id"]
+    async with mcp_session(server, owners["tom"]) as s:
+        before = {m["id"] for m in (await call(s, "memory_list", limit=100))[0]["memories"]}
+        for ids in ([carol], ["00000000-0000-0000-0000-000000000000"], [zurich, carol]):
+            r, err = await call(s, "memory_remember", content="Marta Keller moved to Basel", supersedes=ids, force=True)
+            assert err and "not found" in r, r
+        r, err = await call(s, "memory_remember", content="Marta Keller moved to Basel", supersedes=["not-an-id"])
+        assert err and "not a memory id" in r, r
+        after = {m["id"] for m in (await call(s, "memory_list", limit=100))[0]["memories"]}
+        assert after == before
+        assert zurich in {f["id"] for f in (await call(s, "memory_about", entity="Marta Keller"))[0]["facts"]}

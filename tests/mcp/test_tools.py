@@ -7,7 +7,7 @@ from conftest import INITIALIZE, JSON_HEADERS, call, mcp_session, psql, serving
 
 pytestmark = pytest.mark.anyio
 
-CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "memory_forget", "memory_flag",
+CORE = {"memory_remember", "memory_search", "memory_recall", "memory_update", "memory_forget", "memory_flag", "memory_reopen",
         "memory_list", "memory_consolidate", "memory_crystallize", "memory_entities", "memory_about"}
 INTERNAL = {"memory_internal_create", "memory_internal_update", "memory_internal_search",
             "memory_internal_query", "memory_internal_search_by"}
@@ -196,12 +196,27 @@ async def test_stateless_json_mode(stateless_server, tokens):
     assert "results" in r.json()["result"]["structuredContent"]
 
 
-async def test_health_and_metrics(server):
+async def test_health_and_metrics(server, tokens):
     h = httpx.get(server + "/health").json()
     assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2-int8"}
-    m = httpx.get(server + "/metrics").text
+    r = httpx.get(server + "/metrics", headers={"Authorization": f"Bearer {tokens['platform']}"})
+    assert r.status_code == 200, r.text
+    m = r.text
     assert 'engram_tool_calls_total{tool="memory_remember"}' in m
     assert "engram_embed_cache_hits_total" in m and "engram_db_pool_connections" in m
+    # every owner's call counts: not without a token, not for a user token
+    r = httpx.get(server + "/metrics")
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
+    assert "Authorization: Bearer" in r.json()["error"] and "engram_tool_calls_total" not in r.text
+    r = httpx.get(server + "/metrics", headers={"Authorization": f"Bearer {tokens['alice']}"})
+    assert r.status_code == 403 and "platform token" in r.json()["error"], r.text
+    assert httpx.get(server + "/metrics", headers={"Authorization": "Bearer eg_wrong"}).status_code == 401
+
+
+async def test_metrics_open_serves_metrics_without_a_token(database, tokens):
+    with serving(database, env_extra={"ENGRAM_METRICS_OPEN": "true"}) as base:
+        r = httpx.get(base + "/metrics")
+        assert r.status_code == 200 and "engram_db_pool_connections" in r.text, r.text
 
 
 async def test_session_delete_ends_the_session(server, tokens):

@@ -120,7 +120,7 @@ async def test_entity_pages_and_the_timeline(browser):
                               valid_from="2026-01-05")
             old = r["id"]
             r, _ = await call(s, "memory_remember", content="Vera's team meeting is on Mondays at 10am",
-                              valid_from="2026-04-06", force=True)
+                              valid_from="2026-04-06", supersedes=[old], force=True)
             assert r["status"] == "created" and r["conflicts"], r
             await call(s, "memory_remember", kind="episodic", occurred_at="2025-01-10",
                        content="Vera visited the Lisbon office with Tom Baker")

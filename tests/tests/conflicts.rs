@@ -2,9 +2,11 @@
 //! `engram.remember` with the real local model (all-MiniLM-L6-v2, unpacked
 //! by scripts/setup): for each pair, the old fact is stored, then the new
 //! one; a contradiction must come back as `conflict`, a compatible fact on
-//! the same subject must not. Then every contradiction is stored anyway
-//! (force), and the newer fact must rank above the one it superseded for
-//! the pair's question. Prints precision and recall per reason.
+//! the same subject must not. Then every paraphrase is stored anyway
+//! (force), which closes nothing, and every contradiction is stored naming
+//! the old fact in `supersedes`, which closes exactly that one; the newer
+//! fact must rank above the one it superseded for the pair's question.
+//! Prints precision and recall per reason.
 //!
 //! The pairs are in tests/data/conflicts.json: `dev` pairs were used to
 //! choose the rules in engram-core's `conflict`, `held_out` pairs were not.
@@ -51,11 +53,12 @@ async fn conflicts_on_the_labelled_set() {
     let model = OnnxEmbedder::from_env().expect("run scripts/setup to unpack the local model");
     let db = TestDb::new(384).await;
     let remember = "SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2,
-                        embedding => $3::text::vector, force => $4)";
+                        embedding => $3::text::vector, force => $4, supersedes => $5)";
+    let none: Vec<Uuid> = Vec::new();
     let mut outcomes = Vec::new();
     // (newer first with superseding, newer first without it, pairs)
     let mut ranked = (0, 0, 0);
-    let flagged_by = "SELECT flag_count, flag_reason FROM engram.memories WHERE id = $1";
+    let flagged_by = "SELECT flag_count, flag_reason, valid_to IS NOT NULL FROM engram.memories WHERE id = $1";
     for (split, sets) in data.as_object().unwrap().iter().filter(|(k, _)| *k != "about") {
         for label in LABELS {
             for (i, pair) in sets[label].as_array().unwrap().iter().enumerate() {
@@ -64,14 +67,14 @@ async fn conflicts_on_the_labelled_set() {
                 let (old_vec, new_vec) = (embed(&model, old).await, embed(&model, new).await);
                 let first = db
                     .admin
-                    .query_one(remember, &[&owner, &old, &old_vec, &false])
+                    .query_one(remember, &[&owner, &old, &old_vec, &false, &none])
                     .await
                     .unwrap();
                 assert_eq!(first.get::<_, String>(0), "created");
                 let old_id: Uuid = first.get(1);
                 let second = db
                     .admin
-                    .query_one(remember, &[&owner, &new, &new_vec, &false])
+                    .query_one(remember, &[&owner, &new, &new_vec, &false, &none])
                     .await
                     .unwrap();
                 let status: String = second.get(0);
@@ -104,20 +107,23 @@ async fn conflicts_on_the_labelled_set() {
                     .await
                     .unwrap()
                     .get::<_, f64>(0);
-                // Stored anyway, a memory supersedes (flags) what it corrects,
-                // and only that: never a paraphrase it merely resembles.
+                // Stored anyway with force, a memory closes nothing, whatever
+                // the rules' reasons; named in supersedes (a contradiction),
+                // the old fact is closed and flagged, and only it.
                 if label != "compatible" {
+                    let supersedes = if label == "contradictions" { vec![old_id] } else { none.clone() };
                     let forced = db
                         .admin
-                        .query_one(remember, &[&owner, &new, &new_vec, &true])
+                        .query_one(remember, &[&owner, &new, &new_vec, &true, &supersedes])
                         .await
                         .unwrap();
                     let new_id: Uuid = forced.get(1);
                     let r = db.admin.query_one(flagged_by, &[&old_id]).await.unwrap();
-                    let (flags, flag_reason): (i32, Option<String>) = (r.get(0), r.get(1));
-                    let supersedes = reasons.iter().any(|r| r != "similar");
-                    assert_eq!(flags, i32::from(supersedes), "{old} / {new}: {reasons:?}");
-                    if supersedes {
+                    let (flags, flag_reason, closed): (i32, Option<String>, bool) = (r.get(0), r.get(1), r.get(2));
+                    let named = !supersedes.is_empty();
+                    assert_eq!(flags, i32::from(named), "{old} / {new}: {reasons:?}");
+                    assert_eq!(closed, named, "{old} / {new}: {reasons:?}");
+                    if named {
                         assert_eq!(flag_reason, Some(format!("superseded by {new_id}")));
                     }
                     if label == "contradictions" {

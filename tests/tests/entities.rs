@@ -187,7 +187,7 @@ async fn about_tells_current_facts_history_and_related_entities() {
         "alice",
         "Vera's badge number is 5521",
         &axis(4, 0, 0.01),
-        "valid_from => '2026-06-01', force => true",
+        &format!("valid_from => '2026-06-01', supersedes => ARRAY['{old}']::uuid[]"),
     )
     .await;
     assert_eq!(status, "created");

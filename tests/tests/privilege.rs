@@ -509,3 +509,112 @@ async fn operators_and_aggregates_on_engrams_functions_are_refused_to_unprivileg
     let (trust, mallory, _, _) = outcome(&db).await;
     assert_eq!((trust, mallory), (0, false));
 }
+
+/// The planner's turn: while it plans a statement, Postgres evaluates
+/// STABLE functions whose arguments are constants to estimate a clause,
+/// before the executor starts. On 0.14.0 a DBA's `EXPLAIN` of the
+/// attacker's view (or `SELECT`, or `count(*)` of a table its policy
+/// guards) sent bob's slot and saved state to the attacker's channel. Now
+/// the owner-taking readers are VOLATILE (never evaluated while planning),
+/// nothing the planner evaluates acts with privilege, and engram's helpers
+/// refuse calls from anything but engram while privilege is withheld.
+#[tokio::test]
+async fn planning_a_dbas_statement_lends_it_nothing() {
+    let db = TestDb::new(4).await;
+    let (role, c) = setup(&db).await;
+    let dba = format!("dbp_{}", db.name);
+    db.admin
+        .batch_execute(&format!(
+            "SELECT engram.slot_set(owner => 'bob', label => 'secrets', content => 'bob PIN is 4711', pinned => true);
+             SELECT engram.workspace_create(owner => 'bob', name => 'bank');
+             SELECT engram.state_save(owner => 'bob', workspace => 'bank', name => 'saved',
+                                      conversation_context => 'bob state secret 9044');
+             DROP ROLE IF EXISTS {dba}; CREATE ROLE {dba} LOGIN IN ROLE engram_agent;
+             GRANT SET ON PARAMETER engram.owner TO {dba};"
+        ))
+        .await
+        .unwrap();
+    // The attacker's STABLE leak (a notification on a channel it listens
+    // to), views and a policy whose clauses call engram with constants, a
+    // rule, and a one-row table so that execution reaches the calls too.
+    c.batch_execute(&format!(
+        "CREATE FUNCTION app.leak(t text) RETURNS text LANGUAGE plpgsql STABLE
+             AS $$ BEGIN PERFORM pg_notify('loot', coalesce(t, '<null>')); RETURN t; END $$;
+         CREATE TABLE app.empty (x text);
+         CREATE TABLE app.one (x text); INSERT INTO app.one VALUES ('row');
+         CREATE VIEW app.report AS SELECT * FROM app.empty
+             WHERE x = app.leak(engram.slot_get(owner => 'bob', label => 'secrets'));
+         CREATE VIEW app.report_one AS SELECT * FROM app.one
+             WHERE x = app.leak(engram.slot_get(owner => 'bob', label => 'secrets'));
+         CREATE VIEW app.state AS SELECT * FROM app.empty
+             WHERE x = app.leak(engram.state_load(owner => 'bob', workspace => 'bank', name => 'saved')::text);
+         CREATE VIEW app.pinned AS SELECT * FROM app.one WHERE x = app.leak(engram._pinned_slots('bob', '')::text);
+         CREATE VIEW app.stats AS SELECT * FROM app.empty WHERE x = app.leak(engram.stats(owner => 'bob')::text);
+         CREATE TABLE app.guarded (x text); INSERT INTO app.guarded VALUES ('row');
+         ALTER TABLE app.guarded ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY p ON app.guarded
+             USING (x = app.leak(engram.state_load(owner => 'bob', workspace => 'bank', name => 'saved')::text));
+         CREATE TABLE app.inbox (x text);
+         CREATE RULE r AS ON INSERT TO app.inbox DO INSTEAD
+             SELECT * FROM app.one WHERE x = app.leak(engram.slot_get(owner => 'bob', label => 'secrets'));
+         GRANT USAGE ON SCHEMA app TO {dba};
+         GRANT SELECT ON ALL TABLES IN SCHEMA app TO {dba};
+         GRANT INSERT ON app.inbox TO {dba};"
+    ))
+    .await
+    .unwrap();
+    let statements = "EXPLAIN SELECT * FROM app.report;
+         SELECT * FROM app.report;
+         SELECT count(*) FROM app.report;
+         EXPLAIN SELECT * FROM app.report_one;
+         SELECT count(*) FROM app.report_one;
+         EXPLAIN SELECT * FROM app.state;
+         SELECT count(*) FROM app.state;
+         EXPLAIN SELECT * FROM app.pinned;
+         SELECT count(*) FROM app.pinned;
+         EXPLAIN SELECT * FROM app.stats;
+         SELECT count(*) FROM app.guarded;
+         EXPLAIN SELECT * FROM app.guarded;
+         PREPARE q AS SELECT count(*) FROM app.report_one; EXECUTE q; EXECUTE q;
+         EXPLAIN INSERT INTO app.inbox VALUES ('x');
+         INSERT INTO app.inbox VALUES ('x');";
+    // Each statement on its own (a refusal must not hide the next), by a
+    // superuser and by a non-superuser DBA (row-level security applies to
+    // it, so the policy runs), with the attacker's channel listened to.
+    for who in ["", &format!("SET ROLE {dba};")] {
+        let mut script = String::from("\\set ON_ERROR_STOP 0\nLISTEN loot;\n");
+        for s in statements.split(";\n") {
+            script.push_str(&format!("{who} {};\n", s.trim()));
+        }
+        script.push_str("SELECT 1 AS done;\n");
+        let (_, out) = psql(&db.name, &script);
+        assert!(out.contains("done"), "{out}");
+        for secret in ["4711", "9044"] {
+            assert!(!out.contains(secret), "bob's secret reached the channel ({who}):\n{out}");
+        }
+        // what was refused says why
+        for line in out.lines().filter(|l| l.contains("ERROR")) {
+            assert!(
+                ["engram does not lend", "runs only inside engram", "permission denied for function"]
+                    .iter()
+                    .any(|why| line.contains(why)),
+                "{line}\n{out}"
+            );
+        }
+    }
+    // The DBA's own statements keep their privilege, planned or not.
+    let got: Vec<String> = column(&db.admin, "SELECT engram.slot_get(owner => 'bob', label => 'secrets')").await;
+    assert_eq!(got, vec!["bob PIN is 4711".to_string()]);
+    let n: i64 = db
+        .admin
+        .query_one(
+            "SELECT count(*) FROM engram.slots s
+             WHERE s.content = engram.slot_get(owner => 'bob', label => 'secrets')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    let _ = role;
+}

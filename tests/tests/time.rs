@@ -56,17 +56,18 @@ async fn a_chain_of_corrections_answers_for_each_moment() {
         )
         .await;
         assert_eq!(status, "conflict", "{content}: {conflicts:?}");
-        // ...and stored with it, closes that fact's validity where it starts.
+        // ...and, naming it in supersedes, closes that fact's validity
+        // where it starts.
+        let previous = *ids.last().unwrap();
         let (status, id, _) = remember(
             a,
             "alice",
             content,
             &axis(8, 0, 0.01),
-            &format!("valid_from => '{from}', force => true"),
+            &format!("valid_from => '{from}', supersedes => ARRAY['{previous}']::uuid[]"),
         )
         .await;
         assert_eq!(status, "created");
-        let previous = *ids.last().unwrap();
         let closed: Option<Ts> = a
             .query_one("SELECT valid_to FROM engram.memories WHERE id = $1", &[&previous])
             .await
@@ -542,7 +543,10 @@ fn the_walkthrough_runs_as_printed() {
         then.contains("May 5 ") && then.contains("2026-03-01") && !then.contains("June 10"),
         "{text}"
     );
-    assert!(text.contains("conflict"), "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("conflict") && l.contains("| t ")),
+        "the conflict names the May 5 fact: {text}"
+    );
     assert!(
         text.contains(r#"["2026-05-04 00:00:00+00","2026-05-11 00:00:00+00")"#),
         "{text}"
@@ -627,4 +631,153 @@ async fn a_correction_never_closes_a_resource() {
     )
     .await;
     assert_eq!(found.len(), 2, "{found:?}");
+}
+
+/// Supersession names its targets: `force` alone closes nothing;
+/// `supersedes` closes exactly the ids given; an id the caller cannot write
+/// (another owner's, a ghost memory from a normal context, a resource, an
+/// unknown one) fails the call and nothing is written; `reopen` undoes a
+/// supersession or an invalidation, is audited, and obeys RLS and contexts.
+#[tokio::test]
+async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
+    let db = TestDb::new(8).await;
+    let a = &db.admin;
+    let berlin = create(a, "marta", "Marta Keller lives in Berlin", &axis(8, 0, 0.0), "").await;
+    let lead = create(a, "marta", "Marta Keller is the tech lead of Atlas", &axis(8, 0, 0.2), "force => true").await;
+    let valid = |id: uuid::Uuid| format!("SELECT count(*) FROM engram.memories WHERE id = '{id}' AND valid_to IS NULL");
+    // force alone: stored beside both, neither closed nor flagged
+    let (status, _, conflicts) = remember(a, "marta", "Marta Keller moved to Zurich", &axis(8, 0, 0.1), "force => true").await;
+    assert_eq!(status, "created");
+    assert!(conflicts.is_some());
+    assert_eq!(count(&db, &valid(berlin)).await + count(&db, &valid(lead)).await, 2);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE flag_count > 0").await,
+        0
+    );
+    // supersedes: exactly the named one, even when the conflict check did
+    // not name it (a far vector)
+    let far = create(a, "marta", "Marta Keller's desk is on floor 3", &axis(8, 5, 0.0), "").await;
+    let (status, zurich, _) = remember(
+        a,
+        "marta",
+        "Marta Keller lives in Zurich",
+        &axis(8, 0, 0.05),
+        &format!("force => true, supersedes => ARRAY['{berlin}', '{berlin}', '{far}']::uuid[]"),
+    )
+    .await;
+    assert_eq!(status, "created");
+    let zurich = zurich.unwrap();
+    assert_eq!(count(&db, &valid(berlin)).await + count(&db, &valid(far)).await, 0);
+    assert_eq!(count(&db, &valid(lead)).await, 1);
+
+    // ids the caller cannot write: nothing is written
+    let other = create(a, "bob", "Bob lives in Oslo", &axis(8, 0, 0.0), "").await;
+    let ghost = create(
+        a,
+        "marta",
+        "Marta told the ghost about Oslo",
+        &axis(8, 3, 0.0),
+        "internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'bob')",
+    )
+    .await;
+    a.execute(
+        "SELECT engram.resource_create(owner => 'marta', name => 'Desk plan', content => 'Desks are on floor 2')",
+        &[],
+    )
+    .await
+    .unwrap();
+    let resource: uuid::Uuid = a
+        .query_one("SELECT id FROM engram.memories WHERE source = 'resource'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let before = count(&db, "SELECT count(*) FROM engram.memories").await;
+    for (ids, code) in [
+        (format!("'{other}'"), "P0002"),
+        (format!("'{ghost}'"), "P0002"),
+        ("'00000000-0000-0000-0000-000000000000'".to_string(), "P0002"),
+        (format!("'{lead}', '{other}'"), "P0002"),
+        (format!("'{resource}'"), "42501"),
+    ] {
+        let (got, msg) = sqlstate(
+            try_remember(
+                a,
+                "marta",
+                "Marta Keller moved to Basel",
+                &axis(8, 0, 0.3),
+                &format!("force => true, supersedes => ARRAY[{ids}]::uuid[]"),
+            )
+            .await,
+        );
+        assert_eq!(got, code, "{ids}: {msg}");
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.memories").await, before);
+    assert_eq!(count(&db, &valid(lead)).await, 1);
+
+    // reopen: valid again, the supersession flag lifted, trust back, audited
+    let reopened: bool = a
+        .query_one(
+            &format!("SELECT engram.reopen(owner => 'marta', id => '{berlin}', reason => 'both hold')"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reopened);
+    let row = a
+        .query_one(
+            &format!(
+                "SELECT valid_to IS NULL, flag_count, flag_reason, trust_score, metadata -> 'engram_reopened' ->> 'reason'
+                 FROM engram.memories WHERE id = '{berlin}'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0));
+    assert_eq!(row.get::<_, i32>(1), 0);
+    assert_eq!(row.get::<_, Option<String>>(2), None);
+    assert!((row.get::<_, f32>(3) - 0.7).abs() < 1e-4);
+    assert_eq!(row.get::<_, Option<String>>(4).as_deref(), Some("both hold"));
+    assert_eq!(
+        count(&db, &format!("SELECT count(*) FROM engram.audit_log WHERE action = 'reopen' AND memory_id = '{berlin}'")).await,
+        1
+    );
+    // nothing to undo: false, and no audit row
+    let again: bool = a
+        .query_one(&format!("SELECT engram.reopen(owner => 'marta', id => '{berlin}')"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!again);
+    // an invalidation made with update(valid_to) is undone the same way
+    a.execute(
+        &format!("SELECT engram.update(owner => 'marta', id => '{zurich}', valid_to => now())"),
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(count(&db, &valid(zurich)).await, 0);
+    // a restricted role: its own memories only (another owner's id is not
+    // found), and a ghost conversation cannot reopen the owner's memories
+    let marta = db.agent("marta").await;
+    let (code, _) = sqlstate(marta.query(&format!("SELECT engram.reopen(id => '{other}')"), &[]).await);
+    assert_eq!(code, "P0002");
+    let reopened: bool = marta
+        .query_one(&format!("SELECT engram.reopen(id => '{zurich}')"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reopened);
+    assert_eq!(count(&db, &valid(zurich)).await, 1);
+    let ghost_talk = db
+        .platform_agent(
+            "platform",
+            "act_as => $2, internal_type => 'ghost', ghost_type => 'user', ghost_owner => 'bob'",
+            &["marta"],
+        )
+        .await;
+    let (code, msg) = sqlstate(ghost_talk.query(&format!("SELECT engram.reopen(id => '{far}')"), &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    assert_eq!(count(&db, &valid(far)).await, 0);
 }

@@ -1056,3 +1056,44 @@ async fn upgrade_from_0_13_0_gives_corrected_memories_their_trust_back() {
     .await;
     assert_eq!(hits[0], "Vera's favourite tea is gyokuro");
 }
+
+/// An update cannot stop half-way: the library loads only its own API, so
+/// `ALTER EXTENSION engram UPDATE TO` any other version (one or two
+/// releases back, or one this library does not know) fails, naming the
+/// library's version and what to run, and changes nothing; the update to
+/// the library's version then works.
+#[tokio::test]
+async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
+    let library = env!("CARGO_PKG_VERSION");
+    for (from, targets) in [("0.12.0", vec!["0.13.0", "0.14.0"]), ("0.13.0", vec!["0.14.0", "0.99.0"])] {
+        let (_, old) = install(from).await;
+        old.batch_execute(
+            "SELECT engram.remember(owner => 'alice', content => 'Vera rides a blue bicycle', embedding => '[0,1,0,0]');
+             SELECT engram.slot_set(owner => 'alice', label => 'plan', content => 'ship it')",
+        )
+        .await
+        .unwrap();
+        let before = catalog(&old).await;
+        for target in targets {
+            let (code, msg) = sqlstate(
+                old.batch_execute(&format!("ALTER EXTENSION engram UPDATE TO '{target}'"))
+                    .await,
+            );
+            assert_eq!(code, "55000", "{from} -> {target}: {msg}");
+            assert!(
+                msg.contains(&format!("provides engram {library}")) && msg.contains("ALTER EXTENSION engram UPDATE"),
+                "{from} -> {target}: {msg}"
+            );
+            assert_eq!(extversion(&old).await, from);
+            assert!(catalog(&old).await == before, "{from} -> {target} changed the catalog");
+        }
+        update_keeping(
+            &old,
+            "SELECT string_agg(m.content, ',') || (SELECT string_agg(s.content, ',') FROM engram.slots s)
+             FROM engram.memories m",
+        )
+        .await;
+        let n = count_on(&old, "SELECT count(*) FROM engram.entities(owner => 'alice')").await;
+        assert!(n >= 1, "the entities API of {library} answers on the updated tables");
+    }
+}

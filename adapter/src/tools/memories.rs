@@ -24,8 +24,13 @@ pub struct RememberArgs {
     pub ttl_days: Option<f64>,
     /// 0..1, default 0.5.
     pub importance: Option<f32>,
-    /// Write even if a similar memory exists (after reviewing the conflicts of a first attempt).
+    /// Store it alongside the memories it conflicts with (after reviewing the conflicts of a first attempt);
+    /// closes nothing. To replace outdated facts, name them in supersedes instead.
     pub force: Option<bool>,
+    /// Ids of the memories this one replaces (from a conflict answer, memory_search or memory_list): exactly
+    /// these stop being valid when it starts (memory_reopen undoes it). Each must be an active memory of
+    /// yours; an unknown id fails the call and nothing is written.
+    pub supersedes: Option<Vec<String>>,
     /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
     /// fully; the default).
     pub access_level: Option<i32>,
@@ -132,6 +137,21 @@ pub struct ForgetArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct ReopenArgs {
+    /// The memory id (a UUID from memory_search with valid_at, or memory_list).
+    pub id: String,
+    /// Why it holds again.
+    pub reason: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ReopenResult {
+    pub id: String,
+    /// true: valid again (and its supersession flag lifted); false: it was neither closed nor superseded.
+    pub reopened: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct FlagArgs {
     /// The memory id (a UUID from memory_search or memory_list).
     pub id: String,
@@ -187,10 +207,18 @@ pub struct RememberResult {
     pub status: String,
     pub id: Option<String>,
     /// [{id, content, similarity, reasons}]: the memories this one conflicts with, and why (similar,
-    /// correction, changed_value, negation). Stored anyway with force=true, it supersedes (flags) those
-    /// with a reason other than similar.
+    /// correction, changed_value, negation).
     pub conflicts: Option<Value>,
+    /// With a conflict: what to do next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
+
+/// What a conflict answer tells the caller to do: the rules' reasons are
+/// hints, so nothing is closed unless the caller names it.
+pub const CONFLICT_HINT: &str = "Nothing was written. If the new memory replaces some of these, call again with \
+     supersedes=[their ids] (exactly those stop being valid; memory_reopen undoes it). If both hold, call again \
+     with force=true (stored alongside; nothing is closed). Or update or forget one of them.";
 
 #[derive(Serialize, JsonSchema)]
 pub struct Hit {
@@ -461,6 +489,13 @@ impl EngramServer {
         let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
         let kind = a.kind.unwrap_or_else(|| "semantic".into());
         let internal_type = i.map(|i| i.internal_type.clone());
+        let supersedes = a
+            .supersedes
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|id| parse_id(id))
+            .collect::<Result<Vec<_>, _>>()?;
         let rows = self
             .shared
             .db
@@ -470,7 +505,8 @@ impl EngramServer {
                      tags => $4, metadata => $5, ttl => $6::float8 * interval '1 day', importance => $7,
                      internal_type => $8, session_id => $9, force => $10, conflict_threshold => $11,
                      access_level => coalesce($12, 5), occurred_at => $13::text::timestamptz,
-                     valid_from => $14::text::timestamptz, valid_to => $15::text::timestamptz)",
+                     valid_from => $14::text::timestamptz, valid_to => $15::text::timestamptz,
+                     supersedes => $16)",
                 &[
                     &a.content,
                     &embedding,
@@ -487,13 +523,16 @@ impl EngramServer {
                     &occurred_at,
                     &valid_from,
                     &valid_to,
+                    &supersedes,
                 ],
             )
             .await
             .map_err(|e| db_error(e, None))?;
         let r = first(&rows)?;
+        let status: String = r.col(0)?;
         Ok(RememberResult {
-            status: r.col(0)?,
+            hint: (status == "conflict").then(|| CONFLICT_HINT.to_string()),
+            status,
             id: r.col(1)?,
             conflicts: r.col::<Option<Value>>(2)?.map(shorten_conflicts),
         })
@@ -836,8 +875,9 @@ impl EngramServer {
     #[tool(
         description = "Remember a fact (semantic), event (episodic) or procedure. Returns status created, duplicate \
                        (an identical memory exists; its id) or conflict (memories it paraphrases or contradicts, \
-                       each with its reasons; nothing was written: update or forget one of them, or call again with \
-                       force=true, which marks the contradicted ones as superseded).",
+                       each with its reasons; nothing was written). After a conflict, call again with \
+                       supersedes=[ids of the memories the new one replaces] to close exactly those, or with \
+                       force=true to store it alongside them (closes nothing).",
         annotations(read_only_hint = false, destructive_hint = false)
     )]
     async fn memory_remember(
@@ -931,6 +971,35 @@ impl EngramServer {
             Ok(ForgetResult {
                 id: uuid.to_string(),
                 forgotten: first(&rows)?.col(0)?,
+            })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Reopen a memory that was superseded or whose validity was closed: it is valid again from its \
+                       old valid_from and its supersession flag is lifted (undoes a wrong supersedes).",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn memory_reopen(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ReopenArgs>,
+    ) -> Result<Json<ReopenResult>, String> {
+        self.run("memory_reopen", async {
+            let c = caller(&parts)?;
+            not_in_ghost(&c)?;
+            let uuid = parse_id(&a.id)?;
+            check_opt("reason", a.reason.as_deref(), MAX_REASON_CHARS)?;
+            let rows = self
+                .shared
+                .db
+                .call(&c, "SELECT engram.reopen(id => $1, reason => $2)", &[&uuid, &a.reason])
+                .await
+                .map_err(|e| db_error(e, Some(&a.id)))?;
+            Ok(ReopenResult {
+                id: uuid.to_string(),
+                reopened: first(&rows)?.col(0)?,
             })
         })
         .await

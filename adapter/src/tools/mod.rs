@@ -295,6 +295,7 @@ const TOOL_NAMES: [(&str, &str); 27] = [
     ("engram.recall", "memory_recall"),
     ("engram.update", "memory_update"),
     ("engram.forget", "memory_forget"),
+    ("engram.reopen", "memory_reopen"),
     ("engram.grant", "memory_grant"),
     ("engram.list", "memory_list"),
 ];

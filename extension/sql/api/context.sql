@@ -101,7 +101,8 @@ BEGIN
                          'score', round(h.score::numeric, 4), 'age_s', round(extract(epoch FROM now() - h.created_at)))
                          ORDER BY h.n), '[]')
                      FROM (SELECT x.* FROM unnest(v_hits) WITH ORDINALITY AS x(id, content, kind, tags, metadata,
-                               similarity, score, trust_score, staleness_score, created_at, source, n)
+                               similarity, score, trust_score, staleness_score, created_at, source,
+                               occurred_at, valid_from, valid_to, n)
                            WHERE x.id <> ALL (coalesce(v_shown, '{}')) ORDER BY x.n LIMIT v_depth) h)),
         context.budget_chars);
     PERFORM engram._touch(v_owner, ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_result -> 'memories') x));

@@ -132,7 +132,7 @@ $fn$;
 -- this function); they are written with their embeddings.
 CREATE FUNCTION engram.embedding_backlog(owner text DEFAULT NULL, lim integer DEFAULT 64)
 RETURNS TABLE (id uuid, content text)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(embedding_backlog.owner, NULL, NULL, false);
 BEGIN
@@ -188,7 +188,7 @@ CREATE TYPE engram.session_item AS (session_id text, workspace text, first_event
 -- The owner's sessions (of one workspace, when given), latest first.
 CREATE FUNCTION engram.sessions(owner text DEFAULT NULL, workspace text DEFAULT NULL, lim integer DEFAULT 20)
 RETURNS SETOF engram.session_item
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(sessions.owner, NULL, NULL, false);
     v_ws    uuid;
@@ -205,7 +205,7 @@ $fn$;
 
 CREATE FUNCTION engram.summary_due(owner text DEFAULT NULL, session_id text DEFAULT NULL)
 RETURNS boolean
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(summary_due.owner, NULL, NULL, false);
 BEGIN
@@ -222,7 +222,7 @@ CREATE TYPE engram.session_event AS (id uuid, event_type text, content text, too
 CREATE FUNCTION engram.session_events(owner text DEFAULT NULL, session_id text DEFAULT NULL,
                                       since_last_summary boolean DEFAULT true, lim integer DEFAULT 200)
 RETURNS SETOF engram.session_event
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(session_events.owner, NULL, NULL, false);
     v_since timestamptz := '-infinity';

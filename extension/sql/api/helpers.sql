@@ -23,12 +23,13 @@
 -- engram.owner. Everyone else is restricted: bound by engram.bind(token) in
 -- the same transaction, acting only for the bound owner.
 CREATE FUNCTION engram._owner(p_owner text) RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_bound text := engram._bound_owner();
     v_withheld text;
 BEGIN
     PERFORM engram._check_planted();
+    PERFORM engram._check_restored();
     IF engram._caller_privileged() THEN
         p_owner := coalesce(p_owner, v_bound);
         IF p_owner IS NULL OR p_owner = '' THEN
@@ -75,7 +76,7 @@ $fn$;
 -- memories only through engram.ghost_*: never the accessor's own normal
 -- memories. An agent context never touches ghost memories.
 CREATE FUNCTION engram._check_context(p_internal_type text, p_scope text[], p_write boolean) RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_ctx jsonb := engram._binding() -> 'internal';
 BEGIN
@@ -103,7 +104,7 @@ $fn$;
 
 -- _owner and _check_context in one call: the owner a memory call acts for.
 CREATE FUNCTION engram._caller(p_owner text, p_internal_type text, p_scope text[], p_write boolean) RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._owner(p_owner);
 BEGIN
@@ -319,7 +320,7 @@ $fn$;
 -- The owner a database-wide job (expire, rescore) is confined to: NULL
 -- (every owner) for a privileged caller, the bound owner otherwise.
 CREATE FUNCTION engram._job_owner() RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
     RETURN CASE WHEN engram._caller_privileged() THEN NULL ELSE engram._owner(NULL) END;

@@ -169,7 +169,7 @@ $fn$;
 -- A page of `owner`'s memories (every status), in id order after `after`.
 CREATE FUNCTION engram.export_memories(owner text DEFAULT NULL, after uuid DEFAULT NULL, lim integer DEFAULT 500)
 RETURNS TABLE (id uuid, memory jsonb)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM engram._require_privileged('export_memories');
     IF export_memories.owner IS NULL OR btrim(export_memories.owner) = '' THEN
@@ -405,6 +405,7 @@ BEGIN
     END IF;
     EXECUTE format('ALTER DATABASE %I SET engram.hnsw_ef_search = %s', current_database(), v_ef);
     PERFORM set_config('engram.hnsw_ef_search', v_ef::text, false);
+    PERFORM engram._save_configuration();
     RETURN jsonb_build_object('ef_search', v_ef, 'recall', round(v_recall::numeric, 3),
                               'reached', v_recall >= tune_search.target_recall,
                               'target_recall', tune_search.target_recall, 'samples', cardinality(v_ids),

@@ -130,6 +130,8 @@ BEGIN
         -- The floor tune_search measured was for the old graph.
         RAISE NOTICE 'engram: the HNSW index was rebuilt with m = %, ef_construction = %; run engram.tune_search() to size engram.hnsw_ef_search to it', v_m, v_efc;
     END IF;
+    -- What pg_dump does not keep of the above, kept for a restore.
+    PERFORM engram._save_configuration();
     v_build := engram._hnsw_build();
     RETURN jsonb_build_object(
         'embedding_dims', engram._dims(),
@@ -168,7 +170,7 @@ $fn$;
 -- platform token's binding: who may administer groups, publish to any
 -- group, and say a person wrote a memory.
 CREATE FUNCTION engram._privileged_or_platform() RETURNS boolean
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     RETURN engram._caller_privileged() OR coalesce((engram._binding() ->> 'platform')::boolean, false);
 END
@@ -178,7 +180,7 @@ $fn$;
 -- trust weight): DBAs and platform tokens. A user token is an agent's
 -- credential; its writes are the agent's (author_type 'agent' or 'system').
 CREATE FUNCTION engram._check_author(p_author_type text) RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     IF p_author_type = 'human' AND NOT engram._privileged_or_platform() THEN
         RAISE EXCEPTION 'author_type ''human'' is for DBAs and platform tokens; a user token writes as an agent: pass author_type => ''agent'' (the default) or ''system'''
@@ -233,6 +235,52 @@ BEGIN
 END
 $fn$;
 
+-- Undoes a supersession or an invalidation: the memory is valid again
+-- from its old valid_from, and the flag a supersession set is lifted (its
+-- trust comes back). The reason, when given, is kept on the memory
+-- (metadata engram_reopened), the audit row records the act. Returns
+-- false when the memory was neither closed nor flagged as superseded.
+CREATE FUNCTION engram.reopen(
+    owner text DEFAULT NULL,
+    id uuid DEFAULT NULL,
+    reason text DEFAULT NULL,
+    internal_type text DEFAULT NULL,
+    scope_tags text[] DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(reopen.owner, reopen.internal_type, reopen.scope_tags, true);
+    r       engram.memories;
+    v_superseded boolean;
+BEGIN
+    PERFORM engram._check_short('reason', reopen.reason, 1000);
+    PERFORM engram._lock_owner(v_owner);
+    r := engram._locate(v_owner, reopen.id, reopen.internal_type, reopen.scope_tags, true);
+    PERFORM engram._require_writable(r, 'reopen');
+    v_superseded := coalesce(r.flag_reason LIKE 'superseded by %', false);
+    IF r.valid_to IS NULL AND NOT v_superseded THEN
+        RETURN false;
+    END IF;
+    UPDATE engram.memories AS m SET
+        valid_to = NULL,
+        invalidated_at = NULL,
+        flag_count = CASE WHEN v_superseded THEN greatest(m.flag_count - 1, 0) ELSE m.flag_count END,
+        flagged_at = CASE WHEN v_superseded AND m.flag_count <= 1 THEN NULL ELSE m.flagged_at END,
+        flag_reason = CASE WHEN v_superseded THEN NULL ELSE m.flag_reason END,
+        trust_score = CASE WHEN v_superseded
+                           THEN engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type,
+                                                 m.created_at, greatest(m.flag_count - 1, 0))
+                           ELSE m.trust_score END,
+        metadata = m.metadata || jsonb_build_object('engram_reopened',
+                       jsonb_strip_nulls(jsonb_build_object('at', now(), 'valid_to', m.valid_to,
+                                                            'superseded', v_superseded, 'reason', reopen.reason)))
+    WHERE m.owner = v_owner AND m.id = r.id;
+    PERFORM engram._audit(v_owner, 'reopen', r.id,
+        jsonb_build_object('valid_to', r.valid_to, 'superseded', v_superseded));
+    RETURN true;
+END
+$fn$;
+
 CREATE FUNCTION engram.remember(
     owner text DEFAULT NULL,
     content text DEFAULT NULL,
@@ -250,7 +298,8 @@ CREATE FUNCTION engram.remember(
     access_level integer DEFAULT 5,
     occurred_at timestamptz DEFAULT NULL,
     valid_from timestamptz DEFAULT NULL,
-    valid_to timestamptz DEFAULT NULL)
+    valid_to timestamptz DEFAULT NULL,
+    supersedes uuid[] DEFAULT NULL)
 RETURNS TABLE (status text, id uuid, conflicts jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -265,7 +314,8 @@ DECLARE
     v_id        uuid;
     v_stale     boolean;
     v_conflicts jsonb;
-    v_superseded uuid[];
+    v_superseded uuid[] := ARRAY(SELECT DISTINCT s FROM unnest(remember.supersedes) s WHERE s IS NOT NULL);
+    v_unnamed   jsonb;
     v_occurred  timestamptz := coalesce(remember.occurred_at, now());
     v_valid     timestamptz := coalesce(remember.valid_from, remember.occurred_at, now());
 BEGIN
@@ -292,6 +342,10 @@ BEGIN
     END IF;
     v_scope := engram._scope_of(v_tags);
     v_key := engram._dedup_key(remember.content, remember.internal_type, v_scope, v_kind, remember.session_id);
+    IF cardinality(v_superseded) > 100 THEN
+        RAISE EXCEPTION 'supersedes names % memories; a memory supersedes at most 100', cardinality(v_superseded)
+            USING ERRCODE = '54000';
+    END IF;
 
     -- A retried call finds its own earlier write and creates nothing. An
     -- identical memory past its expiry is expired already: mark it, so that
@@ -307,6 +361,14 @@ BEGIN
         RETURN QUERY SELECT 'duplicate'::text, v_id, NULL::jsonb;
         RETURN;
     END IF;
+
+    -- The memories the caller says this one supersedes: each an active
+    -- memory of the owner in the same context and scope that the caller
+    -- may write, or nothing is written (locked until the end, so that none
+    -- changes before it is closed).
+    PERFORM engram._require_writable(
+                engram._locate(v_owner, s, remember.internal_type, nullif(v_scope, '{}'), true), 'supersede')
+    FROM unnest(v_superseded) s;
 
     -- Episodic memories are events: two similar events never contradict.
     -- Each of the five nearest memories is a conflict when engram-core's
@@ -332,20 +394,16 @@ BEGIN
             WHERE m.id = k.id
         ) c
         WHERE cardinality(c.reasons) > 0;
-        IF v_conflicts IS NOT NULL AND NOT coalesce(remember.force, false) THEN
+        -- A conflict the caller named in supersedes is settled; any other
+        -- refuses the write unless force says to store it alongside.
+        SELECT jsonb_agg(c -> 'id') INTO v_unnamed FROM jsonb_array_elements(v_conflicts) c
+        WHERE (c ->> 'id')::uuid <> ALL (v_superseded);
+        IF v_unnamed IS NOT NULL AND NOT coalesce(remember.force, false) THEN
             RETURN QUERY SELECT 'conflict'::text, NULL::uuid, v_conflicts;
             RETURN;
         END IF;
-        IF v_conflicts IS NOT NULL THEN
-            v_metadata := v_metadata || jsonb_build_object('engram_forced_over',
-                (SELECT jsonb_agg(c -> 'id') FROM jsonb_array_elements(v_conflicts) c));
-            -- Stored anyway over a correction, a changed value or a
-            -- negation, the new memory supersedes those: they are flagged
-            -- below, so the newer fact ranks above the stale one, and stop
-            -- being valid when it starts (default reads no longer return
-            -- them; valid_at and known_at still do).
-            v_superseded := ARRAY(SELECT (c ->> 'id')::uuid FROM jsonb_array_elements(v_conflicts) c
-                                  WHERE (c -> 'reasons') ?| engram._superseding_reasons());
+        IF v_unnamed IS NOT NULL THEN
+            v_metadata := v_metadata || jsonb_build_object('engram_forced_over', v_unnamed);
         END IF;
     END IF;
 
@@ -362,7 +420,10 @@ BEGIN
          v_occurred, v_valid, remember.valid_to, CASE WHEN remember.valid_to IS NOT NULL THEN now() END)
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
-        jsonb_build_object('kind', v_kind, 'forced', v_conflicts IS NOT NULL));
+        jsonb_build_object('kind', v_kind, 'forced', v_unnamed IS NOT NULL, 'supersedes', cardinality(v_superseded)));
+    -- Exactly the memories named: flagged (the newer fact ranks above them)
+    -- and valid until this one starts (default reads no longer return
+    -- them; valid_at and known_at still do; engram.reopen undoes it).
     IF cardinality(v_superseded) > 0 THEN
         PERFORM engram._flag_rows(v_owner, v_superseded, 'superseded by ' || v_id,
                                   jsonb_build_object('superseded_by', v_id));

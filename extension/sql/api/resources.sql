@@ -134,7 +134,7 @@ $fn$;
 -- here: a whole-row argument inside the query would, on Citus, go to the
 -- shard, whose row type _resource_json does not take.
 CREATE FUNCTION engram.resources(owner text DEFAULT NULL) RETURNS SETOF jsonb
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(resources.owner, NULL, NULL, false);
     r       engram.memories;
@@ -149,7 +149,7 @@ END
 $fn$;
 
 CREATE FUNCTION engram.resource_get(owner text DEFAULT NULL, id uuid DEFAULT NULL) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     RETURN engram._resource_json(engram._locate_resource(engram._caller(resource_get.owner, NULL, NULL, false),
                                                          resource_get.id, false));
@@ -160,7 +160,7 @@ $fn$;
 -- browser's trail). Audit rows never hold content.
 CREATE FUNCTION engram.audit_trail(owner text DEFAULT NULL, id uuid DEFAULT NULL)
 RETURNS TABLE (at timestamptz, actor text, action text, details jsonb, token_label text)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(audit_trail.owner, NULL, NULL, false);
 BEGIN

@@ -602,7 +602,7 @@ END
 $fn$;
 
 CREATE FUNCTION engram.stats(owner text DEFAULT NULL) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner         text;
     v_result        jsonb;

@@ -79,7 +79,7 @@ $fn$;
 
 CREATE FUNCTION engram.grants(owner text DEFAULT NULL)
 RETURNS TABLE (accessor text, trust smallint, granted_at timestamptz)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(grants.owner, NULL, NULL, false);
 BEGIN
@@ -376,9 +376,10 @@ CREATE EVENT TRIGGER engram_borrowed_functions ON ddl_command_end
 -- let code of another role that a DBA's statement runs (a trigger, a view,
 -- a column default) reach them.
 CREATE FUNCTION engram._require_privileged(p_action text) RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
+    PERFORM engram._check_restored();
     IF NOT engram._caller_privileged() THEN
         RAISE EXCEPTION '% is for DBAs (a superuser, or a role granted SET ON PARAMETER engram.owner)%', p_action,
             engram._withheld_note()
@@ -390,7 +391,7 @@ $fn$;
 -- '' or, when the session's role is privileged but its privilege is
 -- withheld from this call, why (for the refusal's message).
 CREATE FUNCTION engram._withheld_note() RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_withheld text := engram._withheld_privilege();
 BEGIN
@@ -402,7 +403,7 @@ $fn$;
 
 -- Group membership is administered by DBAs and platform tokens.
 CREATE FUNCTION engram._require_admin(p_action text) RETURNS void
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
     IF NOT engram._privileged_or_platform() THEN

@@ -116,7 +116,7 @@ $fn$;
 -- A slot's content: the workspace's slot, else the global one of that label.
 CREATE FUNCTION engram.slot_get(owner text DEFAULT NULL, label text DEFAULT NULL, workspace text DEFAULT NULL)
 RETURNS text
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner   text := engram._caller(slot_get.owner, NULL, NULL, false);
     v_content text;
@@ -136,7 +136,7 @@ $fn$;
 -- not shadow), or the global ones; by label.
 CREATE FUNCTION engram.slot_list(owner text DEFAULT NULL, workspace text DEFAULT NULL)
 RETURNS SETOF engram.slot
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(slot_list.owner, NULL, NULL, false);
 BEGIN

@@ -305,7 +305,7 @@ $fn$;
 
 -- The bytes of one of the owner's images.
 CREATE FUNCTION engram.image_get(owner text DEFAULT NULL, sha256 text DEFAULT NULL) RETURNS bytea
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(image_get.owner, NULL, NULL, false);
     v_sha   text := engram._image_id(image_get.sha256);
@@ -359,7 +359,7 @@ CREATE FUNCTION engram.vision_search(
     k integer DEFAULT 10,
     session_id text DEFAULT NULL)
 RETURNS SETOF engram.vision_hit
-LANGUAGE plpgsql STABLE ROWS 10 AS $fn$
+LANGUAGE plpgsql VOLATILE ROWS 10 AS $fn$
 DECLARE
     v_owner text := engram._caller(vision_search.owner, NULL, NULL, false);
 BEGIN
@@ -379,7 +379,7 @@ $fn$;
 -- embedder refused already, which must not hold up the rest.
 CREATE FUNCTION engram.image_backlog(owner text DEFAULT NULL, lim integer DEFAULT 8, skip text[] DEFAULT NULL)
 RETURNS TABLE (sha256 text, mime text, data bytea)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(image_backlog.owner, NULL, NULL, false);
 BEGIN

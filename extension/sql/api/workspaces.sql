@@ -118,7 +118,7 @@ CREATE TYPE engram.workspace_item AS (name text, description text, status text, 
 -- Lean: names, first lines of descriptions, counts.
 CREATE FUNCTION engram.workspace_list(owner text DEFAULT NULL, include_archived boolean DEFAULT false)
 RETURNS SETOF engram.workspace_item
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(workspace_list.owner, NULL, NULL, false);
 BEGIN
@@ -176,7 +176,7 @@ $fn$;
 -- in one call: what an agent reads when it comes back.
 CREATE FUNCTION engram.workspace_load(owner text DEFAULT NULL, name text DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(workspace_load.owner, NULL, NULL, false);
     w       engram.workspaces := engram._workspace(v_owner, workspace_load.name, false, 'name');
@@ -337,7 +337,7 @@ CREATE TYPE engram.state_item AS (name text, description text, active_task text,
 
 CREATE FUNCTION engram.state_list(owner text DEFAULT NULL, workspace text DEFAULT NULL, include_archived boolean DEFAULT false)
 RETURNS SETOF engram.state_item
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(state_list.owner, NULL, NULL, false);
     w       engram.workspaces := engram._workspace(v_owner, state_list.workspace, false);
@@ -354,7 +354,7 @@ $fn$;
 -- A state in full; without a name, the workspace's latest.
 CREATE FUNCTION engram.state_load(owner text DEFAULT NULL, workspace text DEFAULT NULL, name text DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(state_load.owner, NULL, NULL, false);
     w       engram.workspaces := engram._workspace(v_owner, state_load.workspace, false);
