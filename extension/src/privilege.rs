@@ -318,7 +318,10 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
         let proc = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
         let found = (
             (*proc).pronamespace,
-            CStr::from_ptr((*proc).proname.data.as_ptr()).to_bytes().first().copied(),
+            CStr::from_ptr((*proc).proname.data.as_ptr())
+                .to_bytes()
+                .first()
+                .copied(),
             (*proc).prolang,
             (*proc).provolatile as u8,
         );

@@ -541,3 +541,105 @@ SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) 
      + (SELECT count(*) FROM engram.scope_blocks b
         WHERE b.n < 1 OR octet_length(b.entries) % b.n <> 0
            OR b.n > engram._block_capacity(octet_length(b.entries) / b.n - 16))";
+
+/// A throwaway cluster of its own (initdb as the postgres OS user) under
+/// the suite's cluster directory, for tests that crash, archive or restart
+/// a server: nothing they do disturbs the shared one. `offset` above the
+/// suite's port keeps each such test (and each version's run) apart.
+pub struct ScratchCluster {
+    pub dir: std::path::PathBuf,
+    pub port: u16,
+}
+
+/// Runs a program as the postgres OS user (initdb and postgres refuse root).
+pub fn as_postgres(args: &[&str]) -> std::process::Output {
+    std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .args(args)
+        .output()
+        .expect("runuser")
+}
+
+impl ScratchCluster {
+    /// A new cluster in `<suite dir>/<name>-<pid>` (initdb'd into
+    /// `pgdata` unless `initdb` is false), on the suite's port + `offset`.
+    pub fn new(name: &str, offset: u16, initdb: bool) -> ScratchCluster {
+        let dir = std::path::PathBuf::from(env("ENGRAM_TEST_HOST"))
+            .parent()
+            .unwrap()
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let owned = std::process::Command::new("chown")
+            .args(["-R", "postgres:postgres", &dir.display().to_string()])
+            .status()
+            .unwrap();
+        assert!(owned.success());
+        let base: u16 = env("ENGRAM_TEST_PORT").parse().unwrap_or(5434);
+        let cluster = ScratchCluster {
+            dir,
+            port: base + offset,
+        };
+        if initdb {
+            let out = as_postgres(&[
+                &pg_bin("initdb"),
+                "-D",
+                &cluster.data(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+            ]);
+            assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        cluster
+    }
+
+    pub fn data(&self) -> String {
+        self.dir.join("pgdata").display().to_string()
+    }
+
+    /// Starts it with `options` (postgres -c flags); false if it did not start.
+    pub fn try_start(&self, options: &str) -> bool {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses='' {options}",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("log").display().to_string();
+        as_postgres(&[
+            &pg_bin("pg_ctl"),
+            "-D",
+            &self.data(),
+            "-w",
+            "-t",
+            "120",
+            "-o",
+            &opts,
+            "-l",
+            &log,
+            "start",
+        ])
+        .status
+        .success()
+    }
+
+    pub fn stop(&self) {
+        let _ = as_postgres(&[&pg_bin("pg_ctl"), "-D", &self.data(), "-m", "fast", "-w", "stop"]);
+    }
+
+    pub fn postmaster_pid(&self) -> String {
+        let pid = std::fs::read_to_string(self.dir.join("pgdata/postmaster.pid")).expect("postmaster.pid");
+        pid.lines().next().unwrap().trim().to_string()
+    }
+
+    pub async fn connect(&self, db: &str) -> Client {
+        connect_path(&self.dir.display().to_string(), &self.port.to_string(), db, "postgres").await
+    }
+}
+
+impl Drop for ScratchCluster {
+    fn drop(&mut self) {
+        let _ = as_postgres(&[&pg_bin("pg_ctl"), "-D", &self.data(), "-m", "immediate", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -111,7 +111,11 @@ async fn conflicts_on_the_labelled_set() {
                 // the rules' reasons; named in supersedes (a contradiction),
                 // the old fact is closed and flagged, and only it.
                 if label != "compatible" {
-                    let supersedes = if label == "contradictions" { vec![old_id] } else { none.clone() };
+                    let supersedes = if label == "contradictions" {
+                        vec![old_id]
+                    } else {
+                        none.clone()
+                    };
                     let forced = db
                         .admin
                         .query_one(remember, &[&owner, &new, &new_vec, &true, &supersedes])

@@ -5,105 +5,25 @@
 //! burst fills and splits their blocks). Runs its own throwaway cluster (initdb as the
 //! postgres OS user) so that killing it disturbs no other test.
 
-use std::path::PathBuf;
+use engram_tests::ScratchCluster;
 use std::process::Command;
 use std::time::Duration;
-use tokio_postgres::NoTls;
 
-fn as_postgres(args: &[&str]) -> std::process::Output {
-    Command::new("runuser")
-        .args(["-u", "postgres", "--"])
-        .args(args)
-        .output()
-        .expect("runuser")
-}
-
-struct Cluster {
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Cluster {
-    fn data(&self) -> String {
-        self.dir.join("pgdata").display().to_string()
-    }
-
-    fn try_start(&self) -> bool {
-        // engram preloaded, as scripts/lib.sh configures every cluster: the
-        // superuser's own calls need it (docs/SECURITY.md).
-        let opts = format!(
-            "-p {} -k {} -c listen_addresses='' -c shared_preload_libraries=engram",
-            self.port,
-            self.dir.display()
-        );
-        let log = self.dir.join("log").display().to_string();
-        let pg_ctl = engram_tests::pg_bin("pg_ctl");
-        as_postgres(&[&pg_ctl, "-D", &self.data(), "-w", "-o", &opts, "-l", &log, "start"])
-            .status
-            .success()
-    }
-
-    fn postmaster_pid(&self) -> String {
-        let pid = std::fs::read_to_string(self.dir.join("pgdata/postmaster.pid")).expect("postmaster.pid");
-        pid.lines().next().unwrap().trim().to_string()
-    }
-
-    async fn connect(&self) -> tokio_postgres::Client {
-        let mut cfg = tokio_postgres::Config::new();
-        cfg.host_path(&self.dir)
-            .port(self.port)
-            .user("postgres")
-            .dbname("postgres");
-        let (client, conn) = cfg.connect(NoTls).await.expect("connect");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        client
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = as_postgres(&[
-            &engram_tests::pg_bin("pg_ctl"),
-            "-D",
-            &self.data(),
-            "-m",
-            "immediate",
-            "stop",
-        ]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+/// engram preloaded, as scripts/lib.sh configures every cluster: the
+/// superuser's own calls need it (docs/SECURITY.md).
+const PRELOADED: &str = "-c shared_preload_libraries=engram";
 
 #[tokio::test]
 async fn acknowledged_writes_survive_kill_9_of_postgres() {
-    let dir = PathBuf::from(std::env::var("ENGRAM_TEST_HOST").expect("run through scripts/test"))
-        .parent()
-        .unwrap()
-        .join(format!("crash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let owned = Command::new("chown")
-        .args(["postgres:postgres", &dir.display().to_string()])
-        .status()
-        .unwrap();
-    assert!(owned.success());
     // 65 above the suite's cluster (5499 on 15, 5699 on 17): each
     // version's run has its own range of ports.
-    let base: u16 = std::env::var("ENGRAM_TEST_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(5434);
-    let cluster = Cluster { dir, port: base + 65 };
-    let initdb = engram_tests::pg_bin("initdb");
-    let out = as_postgres(&[&initdb, "-D", &cluster.data(), "-U", "postgres", "--auth=trust"]);
-    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(cluster.try_start(), "postgres did not start");
-    let c = cluster.connect().await;
+    let cluster = ScratchCluster::new("crash", 65, true);
+    assert!(cluster.try_start(PRELOADED), "postgres did not start");
+    let c = cluster.connect("postgres").await;
     c.batch_execute("CREATE EXTENSION engram CASCADE; SELECT engram.configure(embedding_dims => 384)")
         .await
         .unwrap();
-    let deleter_session = cluster.connect().await;
+    let deleter_session = cluster.connect("postgres").await;
 
     // A writer records each acknowledged remember; the postmaster dies mid-burst.
     let writer = tokio::spawn(async move {
@@ -172,14 +92,14 @@ async fn acknowledged_writes_survive_kill_9_of_postgres() {
     // postmaster.pid stays: its stale PID is how Postgres knows to recover.
     let mut started = false;
     for _ in 0..100 {
-        if cluster.try_start() {
+        if cluster.try_start(PRELOADED) {
             started = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(started, "postgres did not restart after the crash");
-    let c = cluster.connect().await;
+    let c = cluster.connect("postgres").await;
     // 18 entries per block at 384 dimensions: the burst filled many
     let blocks: i64 = c
         .query_one("SELECT count(*) FROM engram.scope_blocks", &[])

@@ -590,14 +590,21 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         let (_, out) = psql(&db.name, &script);
         assert!(out.contains("done"), "{out}");
         for secret in ["4711", "9044"] {
-            assert!(!out.contains(secret), "bob's secret reached the channel ({who}):\n{out}");
+            assert!(
+                !out.contains(secret),
+                "bob's secret reached the channel ({who}):\n{out}"
+            );
         }
         // what was refused says why
         for line in out.lines().filter(|l| l.contains("ERROR")) {
             assert!(
-                ["engram does not lend", "runs only inside engram", "permission denied for function"]
-                    .iter()
-                    .any(|why| line.contains(why)),
+                [
+                    "engram does not lend",
+                    "runs only inside engram",
+                    "permission denied for function"
+                ]
+                .iter()
+                .any(|why| line.contains(why)),
                 "{line}\n{out}"
             );
         }

@@ -643,10 +643,24 @@ async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
     let db = TestDb::new(8).await;
     let a = &db.admin;
     let berlin = create(a, "marta", "Marta Keller lives in Berlin", &axis(8, 0, 0.0), "").await;
-    let lead = create(a, "marta", "Marta Keller is the tech lead of Atlas", &axis(8, 0, 0.2), "force => true").await;
+    let lead = create(
+        a,
+        "marta",
+        "Marta Keller is the tech lead of Atlas",
+        &axis(8, 0, 0.2),
+        "force => true",
+    )
+    .await;
     let valid = |id: uuid::Uuid| format!("SELECT count(*) FROM engram.memories WHERE id = '{id}' AND valid_to IS NULL");
     // force alone: stored beside both, neither closed nor flagged
-    let (status, _, conflicts) = remember(a, "marta", "Marta Keller moved to Zurich", &axis(8, 0, 0.1), "force => true").await;
+    let (status, _, conflicts) = remember(
+        a,
+        "marta",
+        "Marta Keller moved to Zurich",
+        &axis(8, 0, 0.1),
+        "force => true",
+    )
+    .await;
     assert_eq!(status, "created");
     assert!(conflicts.is_some());
     assert_eq!(count(&db, &valid(berlin)).await + count(&db, &valid(lead)).await, 2);
@@ -740,12 +754,19 @@ async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
     assert!((row.get::<_, f32>(3) - 0.7).abs() < 1e-4);
     assert_eq!(row.get::<_, Option<String>>(4).as_deref(), Some("both hold"));
     assert_eq!(
-        count(&db, &format!("SELECT count(*) FROM engram.audit_log WHERE action = 'reopen' AND memory_id = '{berlin}'")).await,
+        count(
+            &db,
+            &format!("SELECT count(*) FROM engram.audit_log WHERE action = 'reopen' AND memory_id = '{berlin}'")
+        )
+        .await,
         1
     );
     // nothing to undo: false, and no audit row
     let again: bool = a
-        .query_one(&format!("SELECT engram.reopen(owner => 'marta', id => '{berlin}')"), &[])
+        .query_one(
+            &format!("SELECT engram.reopen(owner => 'marta', id => '{berlin}')"),
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
@@ -761,7 +782,11 @@ async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
     // a restricted role: its own memories only (another owner's id is not
     // found), and a ghost conversation cannot reopen the owner's memories
     let marta = db.agent("marta").await;
-    let (code, _) = sqlstate(marta.query(&format!("SELECT engram.reopen(id => '{other}')"), &[]).await);
+    let (code, _) = sqlstate(
+        marta
+            .query(&format!("SELECT engram.reopen(id => '{other}')"), &[])
+            .await,
+    );
     assert_eq!(code, "P0002");
     let reopened: bool = marta
         .query_one(&format!("SELECT engram.reopen(id => '{zurich}')"), &[])
@@ -777,7 +802,11 @@ async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
             &["marta"],
         )
         .await;
-    let (code, msg) = sqlstate(ghost_talk.query(&format!("SELECT engram.reopen(id => '{far}')"), &[]).await);
+    let (code, msg) = sqlstate(
+        ghost_talk
+            .query(&format!("SELECT engram.reopen(id => '{far}')"), &[])
+            .await,
+    );
     assert_eq!(code, "42501", "{msg}");
     assert_eq!(count(&db, &valid(far)).await, 0);
 }

@@ -1065,7 +1065,10 @@ async fn upgrade_from_0_13_0_gives_corrected_memories_their_trust_back() {
 #[tokio::test]
 async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
     let library = env!("CARGO_PKG_VERSION");
-    for (from, targets) in [("0.12.0", vec!["0.13.0", "0.14.0"]), ("0.13.0", vec!["0.14.0", "0.99.0"])] {
+    for (from, targets) in [
+        ("0.12.0", vec!["0.13.0", "0.14.0"]),
+        ("0.13.0", vec!["0.14.0", "0.99.0"]),
+    ] {
         let (_, old) = install(from).await;
         old.batch_execute(
             "SELECT engram.remember(owner => 'alice', content => 'Vera rides a blue bicycle', embedding => '[0,1,0,0]');
