@@ -67,7 +67,9 @@ die() {
   exit 1
 }
 
-as_postgres() { runuser -u postgres -- "$@"; }
+# (without RUST_BACKTRACE: a shell's setting would put Rust backtraces into
+# the DETAIL of the servers' error messages)
+as_postgres() { runuser -u postgres -- env -u RUST_BACKTRACE "$@"; }
 
 # require_free_space DIR GIB: stops before a build or a test run that would
 # fail half-way on a full disk (a full disk surfaces as a bare "db error" in

@@ -74,3 +74,34 @@ SELECT (SELECT a.atttypmod FROM pg_catalog.pg_attribute a
 -- 4. The 0.15.0 API, from the library (only when it is 0.15.0), in place of
 -- the loaded 0.14.0 one.
 SELECT engram._install_api('0.15.0');
+
+-- What 0.15.0 refuses to create from now on, but an earlier release let an
+-- unprivileged role make: a function's or procedure's parameter defaults,
+-- or a domain's default or checks, that call engram's functions (they
+-- would run with the privileges of whoever calls the function or uses the
+-- domain). Named here, for the DBA to drop or recreate.
+DO $upgrade$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT o.what
+        FROM (SELECT format('function %s', f.oid::regprocedure) AS what, f.proowner AS owner,
+                     f.proargdefaults::text AS expr
+              FROM pg_catalog.pg_proc f WHERE f.proargdefaults IS NOT NULL
+              UNION ALL
+              SELECT format('domain %s', t.oid::regtype), t.typowner, t.typdefaultbin::text
+              FROM pg_catalog.pg_type t WHERE t.typtype = 'd'
+              UNION ALL
+              SELECT format('domain %s', t.oid::regtype), t.typowner, k.conbin::text
+              FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_type t ON t.oid = k.contypid) o
+        JOIN pg_catalog.pg_roles ro ON ro.oid = o.owner,
+             regexp_matches(o.expr, ':(?:funcid|opfuncid) ([0-9]+)', 'g') x
+        JOIN pg_catalog.pg_proc p ON p.oid = x[1]::oid
+        WHERE p.pronamespace = 'engram'::regnamespace AND NOT ro.rolsuper
+          AND NOT pg_catalog.has_parameter_privilege(o.owner, 'engram.owner', 'SET')
+    LOOP
+        RAISE WARNING 'engram 0.15.0: % calls engram in a default or check that runs with its caller''s privileges; drop it or move the call into a function body', r.what;
+    END LOOP;
+END
+$upgrade$;

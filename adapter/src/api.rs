@@ -37,6 +37,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/memories", get(search_memories))
         .route("/api/memories/{id}", get(get_memory).delete(forget_memory))
         .route("/api/memories/{id}/flag", post(flag_memory))
+        .route("/api/memories/{id}/reopen", post(reopen_memory))
         .route("/api/entities", get(list_entities))
         .route("/api/entities/{name}", get(about_entity))
         .with_state(shared)
@@ -363,4 +364,30 @@ async fn flag_memory(
     )
     .await?;
     ok(StatusCode::OK, json!({ "trust_score": v }))
+}
+
+#[derive(Deserialize)]
+struct ReopenBody {
+    reason: Option<String>,
+}
+
+/// Undoes a supersession or an invalidation (the browser's "undo").
+async fn reopen_memory(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<ReopenBody>,
+) -> ApiResult {
+    let id = memory_id(&id)?;
+    let reason = b.reason.unwrap_or_else(|| "reopened in the memory browser".into());
+    crate::limits::check_len("reason", &reason, crate::limits::MAX_REASON_CHARS)
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e))?;
+    let v = one(
+        &s,
+        &c,
+        "SELECT to_jsonb(engram.reopen(id => $1, reason => $2))",
+        &[&id, &reason],
+    )
+    .await?;
+    ok(StatusCode::OK, json!({ "reopened": v }))
 }

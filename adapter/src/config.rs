@@ -44,8 +44,12 @@ pub struct ExportArgs {
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: String,
     /// The owner whose memories to export.
-    #[arg(long)]
-    pub owner: String,
+    #[arg(long, required_unless_present = "all_owners")]
+    pub owner: Option<String>,
+    /// Export every owner's memories (each line names its owner; `import --all-owners` writes each back to
+    /// it), in one snapshot.
+    #[arg(long, conflicts_with = "owner")]
+    pub all_owners: bool,
     /// The file to write (replaced only once the export is complete); `-` for standard output.
     #[arg(long)]
     pub out: PathBuf,
@@ -56,9 +60,12 @@ pub struct ImportArgs {
     /// The JSON Lines file `engram-mcp export` wrote.
     pub file: PathBuf,
     /// Import into this owner instead of the one each memory names. Without it, every memory of the file
-    /// must name the same owner (a file with several owners is refused).
+    /// must name the same owner (a file with several owners is refused), unless --all-owners.
     #[arg(long)]
     pub owner: Option<String>,
+    /// Import each memory into the owner it names (a file `export --all-owners` wrote).
+    #[arg(long, conflicts_with = "owner")]
+    pub all_owners: bool,
     /// Keep the provenance the file states (source, author_type, trust_score, revision authors). Without
     /// it, imported memories are plain memories written by an agent, with trust computed anew, and their
     /// revisions are attributed to the importing role: a file cannot vouch for itself.

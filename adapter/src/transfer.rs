@@ -75,10 +75,21 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     // One snapshot for every page: a consistent export while agents write.
     db.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await?;
+    // One owner, or every owner that has memories (in the same snapshot).
+    let owners: Vec<String> = match &args.owner {
+        Some(owner) => vec![owner.clone()],
+        None => db
+            .query("SELECT DISTINCT owner FROM engram.memories ORDER BY owner", &[])
+            .await
+            .context("cannot list the owners (export needs a DBA role)")?
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+    };
     let total: i64 = db
-        .query_one("SELECT count(*) FROM engram.memories WHERE owner = $1", &[&args.owner])
+        .query_one("SELECT count(*) FROM engram.memories WHERE owner = ANY($1)", &[&owners])
         .await
-        .context("cannot count the owner's memories (export needs a DBA role)")?
+        .context("cannot count the memories (export needs a DBA role)")?
         .get(0);
     let to_stdout = args.out.as_os_str() == "-";
     let partial = args.out.with_extension("jsonl.partial");
@@ -89,23 +100,25 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
     };
     let mut out = BufWriter::new(sink);
     let mut progress = Progress::new("exported", total as u64);
-    let mut after: Option<uuid::Uuid> = None;
-    loop {
-        let rows = db
-            .query(
-                "SELECT id, memory FROM engram.export_memories(owner => $1, after => $2, lim => $3)",
-                &[&args.owner, &after, &PAGE],
-            )
-            .await
-            .context("engram.export_memories failed")?;
-        let Some(last) = rows.last() else { break };
-        after = Some(last.get(0));
-        for row in &rows {
-            let memory: Value = row.get(1);
-            serde_json::to_writer(&mut out, &memory)?;
-            out.write_all(b"\n")?;
+    for owner in &owners {
+        let mut after: Option<uuid::Uuid> = None;
+        loop {
+            let rows = db
+                .query(
+                    "SELECT id, memory FROM engram.export_memories(owner => $1, after => $2, lim => $3)",
+                    &[owner, &after, &PAGE],
+                )
+                .await
+                .context("engram.export_memories failed")?;
+            let Some(last) = rows.last() else { break };
+            after = Some(last.get(0));
+            for row in &rows {
+                let memory: Value = row.get(1);
+                serde_json::to_writer(&mut out, &memory)?;
+                out.write_all(b"\n")?;
+            }
+            progress.add(rows.len() as u64);
         }
-        progress.add(rows.len() as u64);
     }
     db.batch_execute("COMMIT").await?;
     out.flush()?;
@@ -118,10 +131,13 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
         std::fs::rename(&partial, &args.out)
             .with_context(|| format!("cannot move {} to {}", partial.display(), args.out.display()))?;
     }
+    let whose = match &args.owner {
+        Some(owner) => owner.clone(),
+        None => format!("{} owners", owners.len()),
+    };
     progress.finish(&format!(
-        "exported {} memories of {} to {}",
+        "exported {} memories of {whose} to {}",
         progress.done,
-        args.owner,
         args.out.display()
     ));
     Ok(())
@@ -263,10 +279,26 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         .get(0);
     let summary = check_file(&args.file, dims as usize, args.reembed)?;
     let total = summary.memories;
-    let owner = import_owner(&args.file, args.owner.as_deref(), &summary.owners)?;
+    // --all-owners: each memory into the owner it names (every line must
+    // name one); otherwise the one owner of the whole file.
+    let owner = if args.all_owners {
+        if summary.owners.is_empty() {
+            bail!(
+                "{} names no owner; --all-owners imports each memory into the owner it names",
+                args.file.display()
+            );
+        }
+        String::new()
+    } else {
+        import_owner(&args.file, args.owner.as_deref(), &summary.owners)?
+    };
+    let into = if args.all_owners {
+        format!("the {} owners the file names", summary.owners.len())
+    } else {
+        format!("owner {}", engram_core::error::echo(&owner))
+    };
     eprintln!(
-        "importing {total} memories into owner {}{}",
-        engram_core::error::echo(&owner),
+        "importing {total} memories into {into}{}",
         if args.keep_provenance {
             " (keeping the file's source, author, trust and revision authors: --keep-provenance)"
         } else {
@@ -319,8 +351,22 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         // batches before it committed; running it again skips them.
         db.batch_execute("BEGIN").await?;
         for ((line, memory), vector) in batch.iter().zip(&vectors) {
+            let owner_of_line = if args.all_owners {
+                match memory.get("owner").and_then(Value::as_str) {
+                    Some(o) => o.to_string(),
+                    None => {
+                        let _ = db.batch_execute("ROLLBACK").await;
+                        bail!(
+                            "{}:{line}: the memory names no owner (--all-owners imports each into the owner it names)",
+                            args.file.display()
+                        );
+                    }
+                }
+            } else {
+                owner.clone()
+            };
             let status: String = match db
-                .query_one(&call, &[&owner, memory, vector, &args.keep_provenance])
+                .query_one(&call, &[&owner_of_line, memory, vector, &args.keep_provenance])
                 .await
             {
                 Ok(row) => row.get(0),

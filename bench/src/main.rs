@@ -13,6 +13,7 @@ mod conversations;
 mod data;
 mod mcp;
 mod owners;
+mod restore;
 mod retrieval;
 mod stats;
 mod tenants;
@@ -78,6 +79,10 @@ struct Args {
     /// Only vision_search at 1,000 and 10,000 images (SPEC 11; no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     vision_only: bool,
+    /// Only the restore of the loaded memories from a logical backup (pg_dump -Fd, pg_restore on one and two
+    /// jobs; docs/BACKUP.md).
+    #[arg(long, conflicts_with_all = ["mcp_only", "retrieval_only", "vision_only"])]
+    restore_only: bool,
     /// A Citus coordinator's database with engram distributed: run only the
     /// multi-tenant comparison (--rows over --owners, default 1,000; one
     /// node vs Citus).
@@ -124,7 +129,7 @@ const OWNER: &str = "bench";
 const K: i64 = 10;
 const SCOPES: [(&str, &str); 3] = [("s50", "50%"), ("s5", "5%"), ("s05", "0.5%")];
 
-fn progress(msg: &str) {
+pub(crate) fn progress(msg: &str) {
     eprintln!("[bench] {msg}");
 }
 
@@ -540,6 +545,9 @@ async fn main() {
     }
     if a.mcp_only {
         return mcp_and_embedder(&c, &a).await;
+    }
+    if a.restore_only {
+        return restore::run_restore(&c, &a.dsn, a.rows).await;
     }
 
     // Same centroids as the data (seed 42), other noise: queries come from

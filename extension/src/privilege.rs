@@ -310,7 +310,7 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
     }
     // SAFETY: a syscache lookup inside a transaction (watching() checked);
     // the tuple is released before returning.
-    let (namespace, name, language, volatility) = unsafe {
+    let (namespace, name, language, volatility, returns) = unsafe {
         let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as c_int, pg_sys::Datum::from(oid));
         if tuple.is_null() {
             return FunctionKind::Other;
@@ -324,6 +324,7 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
                 .copied(),
             (*proc).prolang,
             (*proc).provolatile as u8,
+            u32::from((*proc).prorettype),
         );
         pg_sys::ReleaseSysCache(tuple);
         found
@@ -334,8 +335,10 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
     if namespace != engram || matches!(u32::from(language), 12 | 13) {
         return FunctionKind::Other;
     }
-    // Pure helpers (IMMUTABLE) read no data: nothing to guard.
-    if name != Some(b'_') || volatility == pg_sys::PROVOLATILE_IMMUTABLE {
+    // Pure helpers (IMMUTABLE) read no data, and trigger functions (types
+    // trigger and event_trigger: 2279, 3838) run only where engram attached
+    // them (attaching one needs EXECUTE): nothing to guard.
+    if name != Some(b'_') || volatility == pg_sys::PROVOLATILE_IMMUTABLE || matches!(returns, 2279 | 3838) {
         return FunctionKind::EngramApi;
     }
     // SAFETY: catalog lookups of a role and of a function's ACL.

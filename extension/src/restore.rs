@@ -40,6 +40,16 @@ pub unsafe extern "C-unwind" fn before_copy(stmt: *mut pg_sys::Node) -> pg_sys::
     if privilege::withheld_now().is_some() {
         return pg_sys::InvalidOid;
     }
+    // A database still on an earlier engram (not yet updated) has no
+    // restore functions: its COPY is a plain one.
+    let loaded =
+        Spi::get_one::<bool>("SELECT pg_catalog.to_regprocedure('engram._restore_begin(regclass)') IS NOT NULL")
+            .ok()
+            .flatten()
+            .unwrap_or(false);
+    if !loaded {
+        return pg_sys::InvalidOid;
+    }
     let restoring = Spi::get_one_with_args::<bool>("SELECT engram._restore_begin($1::oid::regclass)", &[relid.into()])
         .unwrap_or_else(|e| error!("engram: preparing the restore of a table failed: {e}"))
         .unwrap_or(false);

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, HOST, MODEL_DIR, PORT, call, mcp_session, psql
+from conftest import BIN, HOST, MODEL_DIR, PORT, call, mcp_session, new_database, psql
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +167,31 @@ def test_export_never_writes_through_a_planted_link(database, tmp_path):
     assert victim.read_text() == "keep me"
     assert not out.is_symlink() and "Yan keeps bees" in out.read_text()
     assert (out.stat().st_mode & 0o777) == 0o600
+
+
+def test_export_and_import_every_owner(database, tmp_path):
+    """--all-owners: one snapshot of every owner's memories, and each line
+    back into the owner it names, in a new database."""
+    dims = psql(database, "SELECT engram._dims()")
+    source = new_database()
+    psql(source, f"SELECT engram.configure(embedding_dims => {dims})")
+    for owner, texts in [("uma", ["Uma plays the cello", "Uma's flat is in Ghent"]), ("ned", ["Ned runs on Sundays"])]:
+        for t in texts:
+            psql(source, f"SELECT engram.remember(owner => '{owner}', content => '{t}')")
+    psql(source, "SELECT engram.update(owner => 'uma', id => (SELECT id FROM engram.memories WHERE content LIKE 'Uma plays%'),"
+                 " content => 'Uma plays the viola')")
+    snapshot = ("SELECT string_agg(concat_ws('|', m.owner, m.id, m.content, m.revision), E'\\n' ORDER BY m.id)"
+                " FROM engram.memories m")
+    out = tmp_path / "everyone.jsonl"
+    p = cli(source, "export", "--all-owners", "--out", str(out))
+    assert p.returncode == 0 and "3 memories of 2 owners" in p.stderr, p.stderr
+    p = cli(source, "export", "--all-owners", "--owner", "uma", "--out", str(tmp_path / "x.jsonl"))
+    assert p.returncode != 0 and "cannot be used with" in p.stderr, p.stderr
+    target = new_database()
+    psql(target, f"SELECT engram.configure(embedding_dims => {dims})")
+    p = cli(target, "import", str(out))
+    assert p.returncode != 0 and "2 owners" in p.stderr, p.stderr
+    p = cli(target, "import", "--all-owners", str(out))
+    assert p.returncode == 0 and "3 created" in p.stderr and "2 owners" in p.stderr, p.stderr
+    assert psql(target, snapshot) == psql(source, snapshot)
+    assert psql(target, "SELECT count(*) FROM engram.revisions WHERE owner = 'uma'") == "1"

@@ -143,6 +143,13 @@ async def test_entity_pages_and_the_timeline(browser):
         assert "replaced by: Vera's team meeting is on Mondays at 10am" in changes[0], changes
         related = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link")]
         assert "Lisbon" in related and "Tom Baker" in related, related
+        # undo: the superseded fact holds again (engram.reopen), and says so
+        d.find_element(By.CSS_SELECTOR, "#entity-history li button.undo").click()
+        wait(d, lambda d: not d.find_elements(By.CSS_SELECTOR, "#entity-history li"))
+        facts = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#entity-facts li")]
+        assert any("9am" in f for f in facts) and any("10am" in f for f in facts), facts
+        assert "Reopened" in d.find_element(By.ID, "status").text
+        assert psql(db, f"SELECT valid_to IS NULL FROM engram.memories WHERE id = '{old}'") == "t"
         # a related entity opens its own page
         [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link") if e.text == "Tom Baker"][0].click()
         wait(d, lambda d: d.find_element(By.ID, "entity-name").text == "Tom Baker")

@@ -554,7 +554,7 @@ pub struct ScratchCluster {
 /// Runs a program as the postgres OS user (initdb and postgres refuse root).
 pub fn as_postgres(args: &[&str]) -> std::process::Output {
     std::process::Command::new("runuser")
-        .args(["-u", "postgres", "--"])
+        .args(["-u", "postgres", "--", "env", "-u", "RUST_BACKTRACE"])
         .args(args)
         .output()
         .expect("runuser")

@@ -588,3 +588,39 @@ async fn a_restore_where_engram_is_not_preloaded_is_refused() {
     assert!(msg.contains("not preloaded"), "{msg}");
     let _ = std::fs::remove_file(&file);
 }
+
+/// A superuser's COPY into a new engram database is taken for a restore's
+/// first load: engram waits for the rest, and a DBA who filled the database
+/// by hand says so (finish_restore(missing_ok => true)).
+#[tokio::test]
+async fn a_database_filled_by_hand_is_finished_by_the_dba() {
+    let (name, admin) = empty_database().await;
+    admin.batch_execute("CREATE EXTENSION engram CASCADE").await.unwrap();
+    let (ok, out) = pg_tool(
+        "psql",
+        &[
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &name,
+            "-c",
+            "COPY engram.slots (owner, label, content) FROM STDIN",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (code, _) = sqlstate(admin.query("SELECT * FROM engram.list(owner => 'alice')", &[]).await);
+    assert_eq!(code, "55000");
+    let (code, msg) = sqlstate(admin.query("SELECT engram.finish_restore()", &[]).await);
+    assert_eq!(code, "55000");
+    assert!(msg.contains("no data was loaded into audit_log"), "{msg}");
+    admin
+        .query_one("SELECT engram.finish_restore(missing_ok => true)", &[])
+        .await
+        .unwrap();
+    let n = admin
+        .query("SELECT * FROM engram.list(owner => 'alice')", &[])
+        .await
+        .unwrap();
+    assert!(n.is_empty());
+}

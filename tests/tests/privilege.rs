@@ -443,12 +443,20 @@ async fn settings_cursors_partitions_and_ddl_lend_nothing() {
              OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL) NOT VALID;
          CREATE DOMAIN app.dom AS integer;
          CREATE TABLE app.t3 (x app.dom);
-         INSERT INTO app.t3 VALUES (1);
-         ALTER DOMAIN app.dom ADD CONSTRAINT steal CHECK (current_user = '{role}'
-             OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL) NOT VALID;"
+         INSERT INTO app.t3 VALUES (1);"
     ))
     .await
     .unwrap();
+    // (a check of the attacker's domain that calls engram: refused when the
+    // attacker adds it, defaults_and_domains_of_an_unprivileged_role_cannot_call_engram;
+    // one an earlier release let it add is still checked when validated)
+    db.admin
+        .batch_execute(&format!(
+            "ALTER DOMAIN app.dom ADD CONSTRAINT steal CHECK (current_user = '{role}'
+                 OR engram.ghost_settings(owner => 'bob', default_trust => 5) IS NOT NULL) NOT VALID;"
+        ))
+        .await
+        .unwrap();
     let (code, msg) = sqlstate(
         db.admin
             .batch_execute("ALTER TABLE app.t2 VALIDATE CONSTRAINT steal")
@@ -624,4 +632,64 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         .get(0);
     assert_eq!(n, 1);
     let _ = role;
+}
+
+/// Expressions Postgres evaluates in the caller's statement before any
+/// function of their author starts: a function's or procedure's parameter
+/// defaults, a domain's default and checks. One that calls engram would
+/// run with the DBA's privilege when a DBA calls the function or casts to
+/// the domain, so an unprivileged role cannot make one; calling engram in
+/// a function's body (its own frame) stays allowed. The DBA's own
+/// statements that touch the attacker's tables still fire engram's
+/// triggers.
+#[tokio::test]
+async fn defaults_and_domains_of_an_unprivileged_role_cannot_call_engram() {
+    let db = TestDb::new(4).await;
+    let (_role, c) = setup(&db).await;
+    for ddl in [
+        "CREATE FUNCTION app.report(x text DEFAULT engram.slot_get(owner => 'bob', label => 'secrets'))
+             RETURNS text LANGUAGE sql AS 'SELECT x'",
+        "CREATE PROCEDURE app.maint(x jsonb DEFAULT engram.ghost_settings(owner => 'bob', default_trust => 5))
+             LANGUAGE sql AS 'SELECT 1'",
+        "CREATE FUNCTION app.pinned(x jsonb DEFAULT engram._pinned_slots('bob', '')) RETURNS jsonb
+             LANGUAGE sql AS 'SELECT x'",
+        "CREATE DOMAIN app.label AS text CHECK (length(engram.slot_get(owner => 'bob', label => 'secrets')) > 0)",
+        "CREATE DOMAIN app.trusted AS jsonb DEFAULT engram.stats(owner => 'bob')",
+    ] {
+        let (code, msg) = sqlstate(c.batch_execute(ddl).await);
+        assert_eq!(code, "42501", "{ddl}: {msg}");
+        assert!(msg.contains("would call a function of engram"), "{ddl}: {msg}");
+    }
+    c.batch_execute("CREATE DOMAIN app.plain AS text CHECK (VALUE <> '')")
+        .await
+        .unwrap();
+    let (code, msg) = sqlstate(
+        c.batch_execute(
+            "ALTER DOMAIN app.plain ADD CONSTRAINT leak CHECK (length(engram.slot_get(owner => 'bob', label => 'x')) > 0)",
+        )
+        .await,
+    );
+    assert_eq!(code, "42501", "{msg}");
+    // engram called in the body runs as the attacker's code: allowed, and
+    // refused for bob's rows when a DBA calls it
+    c.batch_execute(
+        "CREATE FUNCTION app.body() RETURNS text LANGUAGE plpgsql AS
+             $$ BEGIN RETURN (SELECT string_agg(l.content, ',') FROM engram.list(owner => 'bob') l); END $$",
+    )
+    .await
+    .unwrap();
+    let (code, _) = sqlstate(db.admin.query("SELECT app.body()", &[]).await);
+    assert_eq!(code, "42501");
+    // A DBA's own write that reads the attacker's table fires engram's
+    // triggers (entities, lists) as usual.
+    c.batch_execute("INSERT INTO app.loot VALUES ('bob')").await.unwrap();
+    let n = db
+        .admin
+        .execute(
+            "UPDATE engram.memories SET tags = '{x}' WHERE owner IN (SELECT what FROM app.loot)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
 }

@@ -810,3 +810,75 @@ async fn corrections_close_only_what_the_caller_names_and_reopen_undoes_them() {
     assert_eq!(code, "42501", "{msg}");
     assert_eq!(count(&db, &valid(far)).await, 0);
 }
+
+/// Closing and reopening lose no bound: a memory with a planned end
+/// (valid_to 2040) superseded now, then reopened, holds until 2040 again;
+/// a memory that starts after the one that would supersede it is refused
+/// (its period would become empty), nothing written.
+#[tokio::test]
+async fn reopen_restores_the_end_a_memory_had_and_supersession_keeps_periods() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let lease = create(
+        a,
+        "lea",
+        "Lea's office lease runs until 2040",
+        &axis(4, 0, 0.0),
+        "valid_to => '2040-01-01'",
+    )
+    .await;
+    let (status, newer, _) = remember(
+        a,
+        "lea",
+        "Lea moved out of the office",
+        &axis(4, 1, 0.0),
+        &format!("supersedes => ARRAY['{lease}']::uuid[]"),
+    )
+    .await;
+    assert_eq!(status, "created");
+    let newer = newer.unwrap();
+    let end = |id: uuid::Uuid| format!("SELECT to_char(valid_to, 'YYYY') FROM engram.memories WHERE id = '{id}'");
+    let closed: Option<String> = a.query_one(&end(lease), &[]).await.unwrap().get(0);
+    assert_ne!(closed.as_deref(), Some("2040"));
+    let reopened: bool = a
+        .query_one(&format!("SELECT engram.reopen(owner => 'lea', id => '{lease}')"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reopened);
+    let restored: Option<String> = a.query_one(&end(lease), &[]).await.unwrap().get(0);
+    assert_eq!(restored.as_deref(), Some("2040"));
+    // a planned end nothing closed: nothing to undo
+    let again: bool = a
+        .query_one(&format!("SELECT engram.reopen(owner => 'lea', id => '{lease}')"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!again);
+    // a fact from 2030 cannot be superseded by one valid from 2026
+    let later = create(
+        a,
+        "lea",
+        "Lea plans to retire",
+        &axis(4, 2, 0.0),
+        "valid_from => '2030-01-01'",
+    )
+    .await;
+    let before = count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'lea'").await;
+    let (code, msg) = sqlstate(
+        try_remember(
+            a,
+            "lea",
+            "Lea works four days a week",
+            &axis(4, 3, 0.0),
+            &format!("valid_from => '2026-01-01', supersedes => ARRAY['{later}', '{newer}']::uuid[]"),
+        )
+        .await,
+    );
+    assert_eq!(code, "22023", "{msg}");
+    assert!(msg.contains("supersedes only facts that held before it"), "{msg}");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'lea'").await,
+        before
+    );
+}

@@ -269,7 +269,7 @@ fn db_error(e: DbError, id: Option<&str>) -> String {
 /// engram's SQL functions and the tools that call them, for messages that
 /// name a function (longest names first, so that no name is a prefix of a
 /// later one).
-const TOOL_NAMES: [(&str, &str); 27] = [
+const TOOL_NAMES: [(&str, &str); 28] = [
     ("engram.ghost_search", "memory_search"),
     ("engram.ghost_recall", "memory_recall"),
     ("engram.ghost_list", "memory_list"),

@@ -122,7 +122,23 @@ async function openEntity(name) {
       const by = d.facts.find((f) => f.id === h.superseded_by);
       const text = h.content + " — held " + when(h.valid_from) + " to " + when(h.valid_to) +
         (by ? ", replaced by: " + by.content : "");
-      history.appendChild(el("li", text, "entity-change"));
+      const li = el("li", null, "entity-change");
+      li.appendChild(el("span", text));
+      // A supersession named by mistake: valid again (engram.reopen).
+      const undo = el("button", "undo", "undo");
+      undo.type = "button";
+      undo.title = "This still holds: make it valid again";
+      undo.addEventListener("click", async () => {
+        try {
+          await api("POST", "/api/memories/" + h.id + "/reopen", { reason: "undone in the memory browser" });
+          status("Reopened: " + h.content);
+          await openEntity(name);
+        } catch (e) {
+          status("Could not reopen: " + e.message, true);
+        }
+      });
+      li.appendChild(undo);
+      history.appendChild(li);
     }
     const related = $("entity-related");
     related.replaceChildren();

@@ -62,31 +62,12 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     c engram.configuration := engram._current_configuration();
 BEGIN
-    -- (the trigger below tells this write from a restore's)
-    PERFORM set_config('engram_restore.configuring', 'on', true);
     INSERT INTO engram.configuration AS x VALUES (c.*)
     ON CONFLICT (id) DO UPDATE SET embedding_dims = excluded.embedding_dims, image_dims = excluded.image_dims,
         hnsw_m = excluded.hnsw_m, hnsw_ef_construction = excluded.hnsw_ef_construction,
         hnsw_ef_search = excluded.hnsw_ef_search, version = excluded.version, updated_at = excluded.updated_at;
-    PERFORM set_config('engram_restore.configuring', 'off', true);
 END
 $fn$;
-
--- A configuration row written by neither configure nor a preloaded
--- engram's restore: a restore into a server where engram is not preloaded,
--- whose loads nothing checks. Marked, so that engram refuses to serve it.
-CREATE FUNCTION engram._configuration_written() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
-BEGIN
-    IF coalesce(current_setting('engram_restore.configuring', true), '') <> 'on' AND NOT engram._preloaded() THEN
-        INSERT INTO engram.restore_loads (table_name, rows) VALUES ('(engram not preloaded)', -1)
-        ON CONFLICT DO NOTHING;
-    END IF;
-    RETURN NULL;
-END
-$fn$;
-CREATE TRIGGER configuration_written AFTER INSERT OR UPDATE ON engram.configuration
-    FOR EACH ROW EXECUTE FUNCTION engram._configuration_written();
 
 -- Refuses to serve a database whose restore has not finished.
 CREATE FUNCTION engram._check_restored() RETURNS void
@@ -122,14 +103,11 @@ BEGIN
     IF p_table <> ALL (v_tables) THEN
         RETURN false;
     END IF;
-    -- Loaded after the session began (not preloaded), the hooks may have
-    -- missed earlier loads, and the restore cannot finish (its rebuilds
-    -- need a DBA's privilege): the load goes on unchecked, and the mark
-    -- makes engram refuse the database, saying why.
-    IF NOT engram._preloaded() THEN
-        INSERT INTO engram.restore_loads (table_name, rows) VALUES ('(engram not preloaded)', -1)
-        ON CONFLICT DO NOTHING;
-        RETURN false;
+    -- The loads that change an embedding column's type take their tables
+    -- first, in one order (the others only read them, below): two of them
+    -- never wait for each other's read.
+    IF p_table IN ('engram.memories'::regclass, 'engram.image_embeddings'::regclass) THEN
+        LOCK TABLE engram.image_embeddings, engram.memories IN SHARE ROW EXCLUSIVE MODE;
     END IF;
     -- A COPY into a database that holds data is a bulk load, checked row by
     -- row as usual, unless the data is a restore's: a table loaded by one
@@ -143,6 +121,15 @@ BEGIN
             RETURN false;
         END IF;
     END LOOP;
+    -- Loaded after the session began (not preloaded), the hooks may have
+    -- missed earlier loads, and the restore cannot finish (its rebuilds
+    -- need a DBA's privilege): the load goes on unchecked, and the mark
+    -- makes engram refuse the database, saying why.
+    IF NOT engram._preloaded() THEN
+        INSERT INTO engram.restore_loads (table_name, rows) VALUES ('(engram not preloaded)', -1)
+        ON CONFLICT DO NOTHING;
+        RETURN false;
+    END IF;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', p_table) INTO v_rows;
     IF v_rows OR EXISTS (SELECT 1 FROM engram.restore_loads l WHERE l.table_name = p_table::text) THEN
         RAISE EXCEPTION '% was loaded already in this restore; a restore loads each table of engram once, into a new database', p_table
@@ -219,8 +206,10 @@ $fn$;
 -- ef_search, and rebuilds what is derived from the rows (scope lists,
 -- entities, usage counts, image holds). Refuses, changing nothing, when
 -- the restore is incomplete. p_manual: called by a DBA (finish_restore),
--- which also accepts a restore that no preloaded hook recorded.
-CREATE FUNCTION engram._finish_restore(p_manual boolean) RETURNS jsonb
+-- which also accepts a restore that no preloaded hook recorded; and with
+-- p_missing_ok, tables that received no data (a database a DBA filled by
+-- hand, not from a dump).
+CREATE FUNCTION engram._finish_restore(p_manual boolean, p_missing_ok boolean DEFAULT false) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     c          engram.configuration;
@@ -238,10 +227,10 @@ BEGIN
         v_missing := ARRAY(SELECT t::text FROM unnest(engram._dumped_tables()) t
                            WHERE t::text NOT IN (SELECT l.table_name FROM engram.restore_loads l)
                              AND t <> 'engram.configuration'::regclass ORDER BY 1);
-        IF cardinality(v_missing) > 0 THEN
+        IF cardinality(v_missing) > 0 AND NOT p_missing_ok THEN
             RAISE EXCEPTION 'the restore is incomplete: no data was loaded into %', array_to_string(v_missing, ', ')
                 USING ERRCODE = '55000',
-                      HINT = 'pg_restore printed why those tables failed to load; restore the dump again, into a new database (docs/BACKUP.md).';
+                      HINT = 'pg_restore printed why those tables failed to load; restore the dump again, into a new database (docs/BACKUP.md). If this database was filled by hand, not from a dump, SELECT engram.finish_restore(missing_ok => true);';
         END IF;
     ELSIF NOT p_manual THEN
         RETURN NULL;
@@ -329,8 +318,10 @@ $fn$;
 
 -- For DBAs: finishes a restore that pg_restore has completed but that did
 -- not finish by itself (a dump from engram 0.14.0 or older has no
--- configuration table to load), or says what is missing.
-CREATE FUNCTION engram.finish_restore() RETURNS jsonb
+-- configuration table to load), or says what is missing. missing_ok: the
+-- database was filled by hand (a superuser's COPY into a new database is
+-- taken for a restore's first load), not every table has data to load.
+CREATE FUNCTION engram.finish_restore(missing_ok boolean DEFAULT false) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_result jsonb;
@@ -342,7 +333,7 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     LOCK TABLE engram.restore_loads IN EXCLUSIVE MODE;
-    v_result := engram._finish_restore(true);
+    v_result := engram._finish_restore(true, coalesce(finish_restore.missing_ok, false));
     RETURN v_result;
 END
 $fn$;

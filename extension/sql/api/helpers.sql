@@ -323,6 +323,7 @@ CREATE FUNCTION engram._job_owner() RETURNS text
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM engram._check_planted();
+    PERFORM engram._check_restored();
     RETURN CASE WHEN engram._caller_privileged() THEN NULL ELSE engram._owner(NULL) END;
 END
 $fn$;

@@ -216,30 +216,53 @@ $fn$;
 
 -- Closes the validity of the owner's memories p_ids at p_at (a newer fact
 -- superseded them): valid_to becomes p_at (never before a memory's own
--- valid_from), one 'invalidate' audit row each. A memory already closed at
--- or before p_at keeps its end. Memories only: resources and skills, which
--- agents cannot change, are never closed (as _flag_rows never flags them).
+-- valid_from), one 'invalidate' audit row each, which keeps the valid_to it
+-- had (engram.reopen puts it back). A memory already closed at or before
+-- p_at keeps its end. Memories only: resources and skills, which agents
+-- cannot change, are never closed (as _flag_rows never flags them).
 CREATE FUNCTION engram._close_validity(p_owner text, p_ids uuid[], p_at timestamptz, p_details jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     f record;
 BEGIN
     FOR f IN
+        WITH before AS (
+            SELECT m.id, m.valid_to FROM engram.memories m
+            WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
+              AND (m.valid_to IS NULL OR m.valid_to > p_at)
+            FOR UPDATE)
         UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
-        WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
-          AND (m.valid_to IS NULL OR m.valid_to > p_at)
-        RETURNING m.id, m.valid_to
+        FROM before b
+        WHERE m.owner = p_owner AND m.id = b.id
+        RETURNING m.id, m.valid_to, b.valid_to AS previous
     LOOP
-        PERFORM engram._audit(p_owner, 'invalidate', f.id, jsonb_build_object('valid_to', f.valid_to) || p_details);
+        PERFORM engram._audit(p_owner, 'invalidate', f.id,
+            jsonb_build_object('valid_to', f.valid_to, 'previous_valid_to', f.previous) || p_details);
     END LOOP;
 END
 $fn$;
 
+-- A memory a new one (valid from p_from) may supersede: writable (an
+-- active memory, not a resource or skill), and holding before p_from, so
+-- that closing it at p_from leaves it the period it had.
+CREATE FUNCTION engram._check_supersedable(r engram.memories, p_from timestamptz) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM engram._require_writable(r, 'supersede');
+    IF r.valid_from > p_from THEN
+        RAISE EXCEPTION 'memory % holds from %, after the new memory''s valid_from %; a memory supersedes only facts that held before it (pass a later valid_from, or leave it out for now)', r.id, r.valid_from, p_from
+            USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
+
 -- Undoes a supersession or an invalidation: the memory is valid again
--- from its old valid_from, and the flag a supersession set is lifted (its
--- trust comes back). The reason, when given, is kept on the memory
--- (metadata engram_reopened), the audit row records the act. Returns
--- false when the memory was neither closed nor flagged as superseded.
+-- from its old valid_from until the valid_to it had before its last
+-- closing (NULL: it holds now; the 'invalidate' audit row kept it), and
+-- the flag a supersession set is lifted (its trust comes back). The
+-- reason, when given, is kept on the memory (metadata engram_reopened);
+-- the audit row records the act. Returns false when there is nothing to
+-- undo.
 CREATE FUNCTION engram.reopen(
     owner text DEFAULT NULL,
     id uuid DEFAULT NULL,
@@ -252,18 +275,24 @@ DECLARE
     v_owner text := engram._caller(reopen.owner, reopen.internal_type, reopen.scope_tags, true);
     r       engram.memories;
     v_superseded boolean;
+    v_closed  jsonb;
+    v_restore timestamptz;
 BEGIN
     PERFORM engram._check_short('reason', reopen.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, reopen.id, reopen.internal_type, reopen.scope_tags, true);
     PERFORM engram._require_writable(r, 'reopen');
     v_superseded := coalesce(r.flag_reason LIKE 'superseded by %', false);
-    IF r.valid_to IS NULL AND NOT v_superseded THEN
+    SELECT a.details INTO v_closed FROM engram.audit_log a
+    WHERE a.owner = v_owner AND a.memory_id = r.id AND a.action = 'invalidate'
+    ORDER BY a.id DESC LIMIT 1;
+    v_restore := (v_closed ->> 'previous_valid_to')::timestamptz;
+    IF NOT v_superseded AND (r.valid_to IS NULL OR v_closed IS NULL OR r.valid_to IS NOT DISTINCT FROM v_restore) THEN
         RETURN false;
     END IF;
     UPDATE engram.memories AS m SET
-        valid_to = NULL,
-        invalidated_at = NULL,
+        valid_to = v_restore,
+        invalidated_at = CASE WHEN v_restore IS NULL THEN NULL ELSE now() END,
         flag_count = CASE WHEN v_superseded THEN greatest(m.flag_count - 1, 0) ELSE m.flag_count END,
         flagged_at = CASE WHEN v_superseded AND m.flag_count <= 1 THEN NULL ELSE m.flagged_at END,
         flag_reason = CASE WHEN v_superseded THEN NULL ELSE m.flag_reason END,
@@ -276,7 +305,7 @@ BEGIN
                                                             'superseded', v_superseded, 'reason', reopen.reason)))
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'reopen', r.id,
-        jsonb_build_object('valid_to', r.valid_to, 'superseded', v_superseded));
+        jsonb_build_object('valid_to', r.valid_to, 'restored_valid_to', v_restore, 'superseded', v_superseded));
     RETURN true;
 END
 $fn$;
@@ -366,8 +395,8 @@ BEGIN
     -- memory of the owner in the same context and scope that the caller
     -- may write, or nothing is written (locked until the end, so that none
     -- changes before it is closed).
-    PERFORM engram._require_writable(
-                engram._locate(v_owner, s, remember.internal_type, nullif(v_scope, '{}'), true), 'supersede')
+    PERFORM engram._check_supersedable(
+                engram._locate(v_owner, s, remember.internal_type, nullif(v_scope, '{}'), true), v_valid)
     FROM unnest(v_superseded) s;
 
     -- Episodic memories are events: two similar events never contradict.
@@ -487,7 +516,8 @@ BEGIN
     IF update.valid_to IS NOT NULL THEN
         UPDATE engram.memories AS m SET valid_to = update.valid_to, invalidated_at = now()
         WHERE m.owner = r.owner AND m.id = r.id;
-        PERFORM engram._audit(v_owner, 'invalidate', r.id, jsonb_build_object('valid_to', update.valid_to));
+        PERFORM engram._audit(v_owner, 'invalidate', r.id,
+            jsonb_build_object('valid_to', update.valid_to, 'previous_valid_to', r.valid_to));
     END IF;
     RETURN coalesce(v_revision, r.revision);
 END

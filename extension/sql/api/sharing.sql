@@ -331,8 +331,12 @@ $fn$;
 -- it runs that function with no code of its creator in between, so one
 -- that an unprivileged role built on engram's functions would lend engram
 -- the privileges of whoever evaluates it (extension/src/privilege.rs sees
--- no function or relation of that role). Such definitions are refused when
--- they are made.
+-- no function or relation of that role). So does an expression that
+-- Postgres evaluates in the caller's statement, before any function of
+-- its creator starts: a function's or procedure's parameter defaults, a
+-- domain's default and its check constraints. Such definitions are
+-- refused when they are made (their expressions are read for the
+-- functions they call: funcid and opfuncid in the stored node trees).
 CREATE FUNCTION engram._refuse_borrowed_functions() RETURNS event_trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -358,16 +362,30 @@ BEGIN
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND a.aggfnoid = d.objid
               UNION ALL
               SELECT c.castfunc FROM pg_catalog.pg_cast c
-              WHERE d.classid = 'pg_catalog.pg_cast'::regclass AND c.oid = d.objid)))
+              WHERE d.classid = 'pg_catalog.pg_cast'::regclass AND c.oid = d.objid
+              UNION ALL
+              SELECT x[1]::oid FROM (
+                  SELECT f.proargdefaults::text AS expr FROM pg_catalog.pg_proc f
+                  WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND f.oid = d.objid
+                  UNION ALL
+                  SELECT t.typdefaultbin::text FROM pg_catalog.pg_type t
+                  WHERE d.classid = 'pg_catalog.pg_type'::regclass AND t.oid = d.objid
+                  UNION ALL
+                  SELECT k.conbin::text FROM pg_catalog.pg_constraint k
+                  WHERE (d.classid = 'pg_catalog.pg_type'::regclass AND k.contypid = d.objid)
+                     OR (d.classid = 'pg_catalog.pg_constraint'::regclass AND k.oid = d.objid)) e,
+                  regexp_matches(e.expr, ':(?:funcid|opfuncid) ([0-9]+)', 'g') x)))
     LIMIT 1;
     IF v_object IS NOT NULL THEN
-        RAISE EXCEPTION '% would call a function of engram for whoever evaluates it; only a superuser or a role granted SET ON PARAMETER engram.owner may build operators, aggregates or casts on engram''s functions', v_object
-            USING ERRCODE = '42501';
+        RAISE EXCEPTION '% would call a function of engram for whoever evaluates it; only a superuser or a role granted SET ON PARAMETER engram.owner may build operators, aggregates, casts, parameter defaults or domains on engram''s functions', v_object
+            USING ERRCODE = '42501',
+                  HINT = 'Call engram inside the function''s body instead: it then runs as your code, bound with your token.';
     END IF;
 END
 $fn$;
 CREATE EVENT TRIGGER engram_borrowed_functions ON ddl_command_end
-    WHEN TAG IN ('CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE AGGREGATE', 'CREATE CAST')
+    WHEN TAG IN ('CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE AGGREGATE', 'CREATE CAST', 'CREATE FUNCTION',
+                 'CREATE PROCEDURE', 'CREATE DOMAIN', 'ALTER DOMAIN')
     EXECUTE FUNCTION engram._refuse_borrowed_functions();
 
 -- Administrative functions (tokens, erasure, export/import, maintenance,
