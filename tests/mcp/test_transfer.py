@@ -175,7 +175,7 @@ def test_export_and_import_every_owner(database, tmp_path):
     dims = psql(database, "SELECT engram._dims()")
     source = new_database()
     psql(source, f"SELECT engram.configure(embedding_dims => {dims})")
-    for owner, texts in [("uma", ["Uma plays the cello", "Uma's flat is in Ghent"]), ("ned", ["Ned runs on Sundays"])]:
+    for owner, texts in [("uma", ["Uma plays the cello", "Uma lives in Ghent"]), ("ned", ["Ned runs on Sundays"])]:
         for t in texts:
             psql(source, f"SELECT engram.remember(owner => '{owner}', content => '{t}')")
     psql(source, "SELECT engram.update(owner => 'uma', id => (SELECT id FROM engram.memories WHERE content LIKE 'Uma plays%'),"

@@ -1100,3 +1100,79 @@ async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
         assert!(n >= 1, "the entities API of {library} answers on the updated tables");
     }
 }
+
+/// From a populated 0.14.0 database: every row kept, the catalog equal to a
+/// fresh install's, the configuration in force recorded (so that a dump
+/// carries it), a memory 0.14.0 superseded stays closed and reopens, and
+/// `force` now closes nothing.
+#[tokio::test]
+async fn upgrade_from_0_14_0_records_the_configuration_and_keeps_every_row() {
+    let (name, old) = install("0.14.0").await;
+    // (what tune_search sets; configure(hnsw_m ...) would rebuild the index
+    // with options a fresh install lacks, and the catalogs would differ)
+    old.batch_execute(&format!("ALTER DATABASE {name} SET engram.hnsw_ef_search = 64"))
+        .await
+        .unwrap();
+    old.batch_execute(
+        "SET engram.owner = 'alice';
+         SELECT engram.remember(content => 'The standup is at 9', embedding => '[1, 0, 0, 0]');
+         SELECT engram.remember(content => 'The standup moved to 10', embedding => '[1, 0.05, 0, 0]', force => true);
+         SELECT engram.slot_set(label => 'plan', content => 'ship it');
+         RESET engram.owner;",
+    )
+    .await
+    .unwrap();
+    let superseded: Uuid = old
+        .query_one(
+            "SELECT id FROM engram.memories WHERE content = 'The standup is at 9' AND valid_to IS NOT NULL",
+            &[],
+        )
+        .await
+        .expect("0.14.0's force superseded the old fact")
+        .get(0);
+    let snapshot = "SELECT string_agg(m.id || m.content || m.status || coalesce(m.valid_to::text, '-') || m.flag_count,
+                                      ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    let row = old
+        .query_one(
+            "SELECT embedding_dims, image_dims, hnsw_m, hnsw_ef_construction, version FROM engram.configuration",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 4);
+    assert_eq!(row.get::<_, i32>(1), 512);
+    assert_eq!(row.get::<_, Option<i32>>(2), None, "pgvector's default m");
+    assert_eq!(row.get::<_, Option<i32>>(3), None);
+    assert_eq!(row.get::<_, String>(4), env!("CARGO_PKG_VERSION"));
+    let ef: Option<i32> = old
+        .query_one("SELECT hnsw_ef_search FROM engram.configuration", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(ef, Some(64));
+    let reopened: bool = old
+        .query_one(
+            &format!("SELECT engram.reopen(owner => 'alice', id => '{superseded}', reason => 'both hold')"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reopened);
+    let (status, _, conflicts) = remember(
+        &old,
+        "alice",
+        "The standup moved to 11",
+        &[1.0, 0.06, 0.0, 0.0],
+        "force => true",
+    )
+    .await;
+    assert_eq!(status, "created");
+    assert!(conflicts.is_some());
+    assert_eq!(
+        count_on(&old, "SELECT count(*) FROM engram.memories WHERE valid_to IS NOT NULL").await,
+        0,
+        "force closed a memory"
+    );
+}

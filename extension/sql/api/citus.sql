@@ -16,7 +16,7 @@ $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $fn$
-    SELECT ARRAY['tokens', 'group_members', 'node_secret']
+    SELECT ARRAY['tokens', 'group_members', 'node_secret', 'configuration', 'restore_loads']
 $fn$;
 
 -- Whether engram's tables are distributed (engram.distribute ran): Citus
