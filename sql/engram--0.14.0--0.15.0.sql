@@ -77,9 +77,11 @@ SELECT engram._install_api('0.15.0');
 
 -- What 0.15.0 refuses to create from now on, but an earlier release let an
 -- unprivileged role make: a function's or procedure's parameter defaults,
--- or a domain's default or checks, that call engram's functions (they
--- would run with the privileges of whoever calls the function or uses the
--- domain). Named here, for the DBA to drop or recreate.
+-- or a domain's default or checks, that call a privileged role's function
+-- that is not IMMUTABLE (engram's, or one that runs SQL text, such as
+-- query_to_xml): they would run with the privileges of whoever calls the
+-- function or uses the domain. Named here, for the DBA to drop or
+-- recreate (the clock and sequence functions are left out).
 DO $upgrade$
 DECLARE
     r record;
@@ -98,10 +100,18 @@ BEGIN
         JOIN pg_catalog.pg_roles ro ON ro.oid = o.owner,
              regexp_matches(o.expr, ':(?:funcid|opfuncid) ([0-9]+)', 'g') x
         JOIN pg_catalog.pg_proc p ON p.oid = x[1]::oid
-        WHERE p.pronamespace = 'engram'::regnamespace AND NOT ro.rolsuper
-          AND NOT pg_catalog.has_parameter_privilege(o.owner, 'engram.owner', 'SET')
+        JOIN pg_catalog.pg_roles po ON po.oid = p.proowner
+        WHERE NOT ro.rolsuper AND NOT pg_catalog.has_parameter_privilege(o.owner, 'engram.owner', 'SET')
+          AND p.provolatile <> 'i'
+          AND (po.rolsuper OR pg_catalog.has_parameter_privilege(p.proowner, 'engram.owner', 'SET'))
+          AND NOT (p.pronamespace = 'pg_catalog'::regnamespace
+                   AND p.proname IN ('now', 'clock_timestamp', 'statement_timestamp', 'transaction_timestamp',
+                                     'timeofday', 'gen_random_uuid', 'random', 'nextval', 'currval', 'lastval',
+                                     'current_setting', 'current_database', 'current_schema', 'current_schemas',
+                                     'current_user', 'session_user', 'pg_backend_pid', 'txid_current',
+                                     'pg_current_xact_id'))
     LOOP
-        RAISE WARNING 'engram 0.15.0: % calls engram in a default or check that runs with its caller''s privileges; drop it or move the call into a function body', r.what;
+        RAISE WARNING 'engram 0.15.0: % has a default or check that runs a privileged role''s function with its caller''s privileges; drop it or move the call into a function body', r.what;
     END LOOP;
 END
 $upgrade$;

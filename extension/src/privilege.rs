@@ -419,11 +419,13 @@ unsafe extern "C-unwind" fn fmgr_hook(
     // SAFETY: called by Postgres with valid pointers; the previous hook is
     // chained as Postgres would call it.
     unsafe {
+        // A START that frame_of refuses must not reach the previous hook:
+        // Postgres sends no FHET_ABORT for it.
+        let frame = (event == pg_sys::FmgrHookEventType::FHET_START).then(|| frame_of(flinfo));
         if let Some(prev) = PREV_FMGR {
             prev(event, flinfo, arg);
         }
-        if event == pg_sys::FmgrHookEventType::FHET_START {
-            let frame = frame_of(flinfo);
+        if let Some(frame) = frame {
             FRAMES.with_borrow_mut(|frames| frames.push(frame));
         } else {
             // FHET_END or FHET_ABORT: Postgres pairs one with every START,
@@ -541,7 +543,10 @@ fn marked_reason(mark: Mark) -> (String, bool) {
 /// The mark a statement about to start gets, if any.
 #[pg_guard]
 unsafe extern "C-unwind" fn mark_statement(query: *mut pg_sys::QueryDesc) {
-    if !watching() {
+    // A parallel worker never acts with privilege (binding.rs), and may not
+    // read the catalogs through SPI.
+    // SAFETY: reads a backend global.
+    if !watching() || unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
         return;
     }
     let mark = innermost_reason().map(|(reason, _)| Mark::Started(reason));

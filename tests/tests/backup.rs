@@ -17,10 +17,18 @@ use tokio_postgres::Client;
 
 /// pg_dump / pg_restore / psql against the suite's cluster.
 fn pg_tool(program: &str, args: &[&str]) -> (bool, String) {
+    tool_at(
+        &std::env::var("ENGRAM_TEST_HOST").unwrap(),
+        &std::env::var("ENGRAM_TEST_PORT").unwrap(),
+        program,
+        args,
+    )
+}
+
+/// A client program against the server at socket directory `host`, `port`.
+fn tool_at(host: &str, port: &str, program: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(pg_bin(program))
-        .args(["-h", &std::env::var("ENGRAM_TEST_HOST").unwrap()])
-        .args(["-p", &std::env::var("ENGRAM_TEST_PORT").unwrap()])
-        .args(["-U", "postgres"])
+        .args(["-h", host, "-p", port, "-U", "postgres"])
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{program}: {e}"));
@@ -408,20 +416,12 @@ async fn an_incomplete_restore_is_refused_until_it_is_done_again() {
 
 /// Runs a client program against a scratch cluster.
 fn scratch_tool(cluster: &ScratchCluster, program: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(pg_bin(program))
-        .args([
-            "-h",
-            &cluster.dir.display().to_string(),
-            "-p",
-            &cluster.port.to_string(),
-            "-U",
-            "postgres",
-        ])
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
+    tool_at(
+        &cluster.dir.display().to_string(),
+        &cluster.port.to_string(),
+        program,
+        args,
+    )
 }
 
 /// A physical backup: pg_basebackup, then WAL archived with archive_command,
@@ -586,7 +586,24 @@ async fn a_restore_where_engram_is_not_preloaded_is_refused() {
     let (code, msg) = sqlstate(r.query("SELECT * FROM engram.list(owner => 'alice')", &[]).await);
     assert_eq!(code, "55000", "{msg}");
     assert!(msg.contains("not preloaded"), "{msg}");
+    // pg_restore --jobs: its loads run in sessions that never created the
+    // extension (the dumped configuration's row marks the database there)
+    let dir = format!("{path}.dir");
+    assert!(pg_tool("pg_dump", &["-Fd", "-f", &dir, "-d", &db.name]).0);
+    let (ok, out) = scratch_tool(
+        &server,
+        "psql",
+        &["-X", "-d", "postgres", "-c", "CREATE DATABASE restored_jobs"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = scratch_tool(&server, "pg_restore", &["--jobs", "2", "-d", "restored_jobs", &dir]);
+    assert!(!ok, "{out}");
+    let r = server.connect("restored_jobs").await;
+    let (code, msg) = sqlstate(r.query("SELECT * FROM engram.list(owner => 'alice')", &[]).await);
+    assert_eq!(code, "55000", "{msg}");
+    assert!(msg.contains("not preloaded"), "{msg}");
     let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A superuser's COPY into a new engram database is taken for a restore's

@@ -802,3 +802,64 @@ async fn continuity_inputs_are_checked_before_anything_is_written() {
         "api"
     );
 }
+
+/// The context package lists its memories best first: under a budget that
+/// holds one memory, the one shown is the search's best hit, whatever
+/// happened first (0.14.0 sorted them by when they happened).
+#[tokio::test]
+async fn the_context_shows_the_best_memory_first_under_a_tight_budget() {
+    let db = TestDb::new(4).await;
+    let alice = db.agent("alice").await;
+    for (content, at, vector) in [
+        ("The office plants need water on Mondays", "2019-03-01", axis(4, 2, 0.4)),
+        (
+            "The Friday deploy checklist has nine steps",
+            "2020-05-01",
+            axis(4, 0, 0.6),
+        ),
+        (
+            "Deploys to production go out through the blue-green pipeline",
+            "2026-01-01",
+            axis(4, 0, 0.0),
+        ),
+    ] {
+        create(
+            &alice,
+            "alice",
+            content,
+            &vector,
+            &format!("occurred_at => '{at}', force => true"),
+        )
+        .await;
+    }
+    let best: String = alice
+        .query_one(
+            &format!(
+                "SELECT content FROM engram.search(query_text => 'production deploy pipeline', query_embedding => '{}', k => 1)",
+                vec_text(&axis(4, 0, 0.0))
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(best.contains("blue-green"), "{best}");
+    for budget in [600, 4000] {
+        let c = json(
+            &alice,
+            &format!(
+                "SELECT engram.context(query_text => 'production deploy pipeline', query_embedding => '{}',
+                                       budget_chars => {budget})",
+                vec_text(&axis(4, 0, 0.0))
+            ),
+        )
+        .await;
+        let shown: Vec<&str> = c["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(shown.first().copied(), Some(best.as_str()), "budget {budget}: {c}");
+    }
+}

@@ -658,11 +658,30 @@ async fn defaults_and_domains_of_an_unprivileged_role_cannot_call_engram() {
     ] {
         let (code, msg) = sqlstate(c.batch_execute(ddl).await);
         assert_eq!(code, "42501", "{ddl}: {msg}");
-        assert!(msg.contains("would call a function of engram"), "{ddl}: {msg}");
+        assert!(msg.contains("with the privileges of whoever uses it"), "{ddl}: {msg}");
     }
-    c.batch_execute("CREATE DOMAIN app.plain AS text CHECK (VALUE <> '')")
-        .await
-        .unwrap();
+    // ...nor through a function of the server that runs SQL text
+    for ddl in [
+        "CREATE FUNCTION app.xml(x xml DEFAULT query_to_xml('SELECT engram.create_token(owner => ''bob'', label => ''x'')',
+             false, false, '')) RETURNS xml LANGUAGE sql AS 'SELECT x'",
+        "CREATE DOMAIN app.q AS text CHECK (query_to_xml('SELECT 1', false, false, '') IS NOT NULL)",
+    ] {
+        let (code, msg) = sqlstate(c.batch_execute(ddl).await);
+        assert_eq!(code, "42501", "{ddl}: {msg}");
+        assert!(msg.contains("query_to_xml"), "{ddl}: {msg}");
+    }
+    // what ordinary schemas use stays allowed: IMMUTABLE expressions, the
+    // clock, a sequence, the attacker's own functions
+    c.batch_execute(
+        "CREATE SEQUENCE app.n;
+         CREATE FUNCTION app.own() RETURNS text LANGUAGE sql AS 'SELECT ''x''';
+         CREATE FUNCTION app.stamp(at timestamptz DEFAULT now(), n bigint DEFAULT nextval('app.n'),
+                                   id uuid DEFAULT gen_random_uuid(), who text DEFAULT app.own(),
+                                   label text DEFAULT lower('X')) RETURNS text LANGUAGE sql AS 'SELECT who';
+         CREATE DOMAIN app.plain AS text CHECK (VALUE <> '' AND length(VALUE) < 100);",
+    )
+    .await
+    .unwrap();
     let (code, msg) = sqlstate(
         c.batch_execute(
             "ALTER DOMAIN app.plain ADD CONSTRAINT leak CHECK (length(engram.slot_get(owner => 'bob', label => 'x')) > 0)",

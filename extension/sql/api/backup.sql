@@ -62,12 +62,35 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     c engram.configuration := engram._current_configuration();
 BEGIN
+    -- (the trigger below tells this write from a restore's)
+    PERFORM set_config('engram_restore.configuring', 'on', true);
     INSERT INTO engram.configuration AS x VALUES (c.*)
     ON CONFLICT (id) DO UPDATE SET embedding_dims = excluded.embedding_dims, image_dims = excluded.image_dims,
         hnsw_m = excluded.hnsw_m, hnsw_ef_construction = excluded.hnsw_ef_construction,
         hnsw_ef_search = excluded.hnsw_ef_search, version = excluded.version, updated_at = excluded.updated_at;
+    PERFORM set_config('engram_restore.configuring', 'off', true);
 END
 $fn$;
+
+-- The dumped configuration row, loaded in a session where engram was not
+-- preloaded (pg_restore --jobs runs its loads in sessions of their own,
+-- which load the library only when something calls it): nothing wrapped
+-- the restore's loads. Marked, so that engram refuses to serve the
+-- database until a DBA finishes the restore (docs/BACKUP.md). A preloaded
+-- restore turns this trigger off for its load; configure() says it is its
+-- own write.
+CREATE FUNCTION engram._configuration_loaded() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF coalesce(current_setting('engram_restore.configuring', true), '') <> 'on' AND NOT engram._preloaded() THEN
+        INSERT INTO engram.restore_loads (table_name, rows) VALUES ('(engram not preloaded)', -1)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER configuration_loaded AFTER INSERT ON engram.configuration
+    FOR EACH ROW EXECUTE FUNCTION engram._configuration_loaded();
 
 -- Refuses to serve a database whose restore has not finished.
 CREATE FUNCTION engram._check_restored() RETURNS void
@@ -200,6 +223,40 @@ BEGIN
 END
 $fn$;
 
+-- Gives the embedding column of p_table (what p_what holds) the dimension
+-- of its rows, which must agree with the configured one (p_configured;
+-- without rows, that one, else the column's, else p_default).
+CREATE FUNCTION engram._settle_dims(p_table regclass, p_what text, p_configured integer, p_default integer)
+RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_dims integer[];
+    v_have integer := (SELECT nullif(a.atttypmod, -1) FROM pg_catalog.pg_attribute a
+                       WHERE a.attrelid = p_table AND a.attname = 'embedding');
+    v_want integer;
+BEGIN
+    EXECUTE format('SELECT ARRAY(SELECT DISTINCT vector_dims(t.embedding) FROM %s t WHERE t.embedding IS NOT NULL)', p_table)
+        INTO v_dims;
+    IF cardinality(v_dims) > 1 OR (cardinality(v_dims) = 1 AND v_dims[1] <> coalesce(p_configured, v_dims[1])) THEN
+        RAISE EXCEPTION 'the restored % hold embeddings of % dimensions (configured: %); a database holds one dimension of each',
+            p_what, array_to_string(v_dims, ', '), coalesce(p_configured::text, 'nothing')
+            USING ERRCODE = '22000', HINT = 'Restore the dump again from its source; the data differs from what it was dumped from.';
+    END IF;
+    v_want := coalesce(v_dims[1], p_configured, v_have, p_default);
+    IF v_have IS DISTINCT FROM v_want THEN
+        IF p_table = 'engram.memories'::regclass THEN
+            DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
+        END IF;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN embedding TYPE vector(%s)', p_table, v_want);
+        -- (ALTER COLUMN TYPE takes the type's storage: image embeddings stay
+        -- in the row, except on Citus, which cannot set it on its shards)
+        IF p_table = 'engram.image_embeddings'::regclass AND NOT engram._is_distributed() THEN
+            ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
+        END IF;
+    END IF;
+END
+$fn$;
+
 -- Completes a restore: checks that every dumped table loaded and every
 -- reference holds, gives the embedding columns the dumped dimension,
 -- builds the HNSW index with the dumped options, sets the tuned
@@ -216,8 +273,6 @@ DECLARE
     v_recorded boolean := EXISTS (SELECT 1 FROM engram.restore_loads l WHERE l.rows >= 0);
     v_missing  text[];
     v_broken   text[];
-    v_dims     integer[];
-    v_want     integer;
     v_options  text;
     v_loaded   jsonb;
 BEGIN
@@ -248,32 +303,10 @@ BEGIN
                   HINT = format('Install engram %s (or newer) on this server, restart PostgreSQL, and restore the dump again into a new database.', c.version);
     END IF;
 
-    -- The embedding dimension: the rows', which must agree with the dumped
+    -- The embedding dimensions: the rows', which must agree with the dumped
     -- configuration's; without rows, the configuration's.
-    v_dims := ARRAY(SELECT DISTINCT vector_dims(m.embedding) FROM engram.memories m WHERE m.embedding IS NOT NULL);
-    IF cardinality(v_dims) > 1 OR (cardinality(v_dims) = 1 AND v_dims[1] <> coalesce(c.embedding_dims, v_dims[1])) THEN
-        RAISE EXCEPTION 'the restored memories hold embeddings of % dimensions (configured: %); one database holds one dimension',
-            array_to_string(v_dims, ', '), coalesce(c.embedding_dims::text, 'nothing')
-            USING ERRCODE = '22000', HINT = 'Restore the dump again from its source; the data differs from what it was dumped from.';
-    END IF;
-    v_want := coalesce(v_dims[1], c.embedding_dims, nullif(engram._dims(), -1), 384);
-    IF engram._dims() IS DISTINCT FROM v_want THEN
-        DROP INDEX IF EXISTS engram.memories_embedding_hnsw;
-        EXECUTE format('ALTER TABLE engram.memories ALTER COLUMN embedding TYPE vector(%s)', v_want);
-    END IF;
-    v_dims := ARRAY(SELECT DISTINCT vector_dims(e.embedding) FROM engram.image_embeddings e);
-    IF cardinality(v_dims) > 1 OR (cardinality(v_dims) = 1 AND v_dims[1] <> coalesce(c.image_dims, v_dims[1])) THEN
-        RAISE EXCEPTION 'the restored images hold embeddings of % dimensions (configured: %); one database holds one image dimension',
-            array_to_string(v_dims, ', '), coalesce(c.image_dims::text, 'nothing')
-            USING ERRCODE = '22000', HINT = 'Restore the dump again from its source; the data differs from what it was dumped from.';
-    END IF;
-    v_want := coalesce(v_dims[1], c.image_dims, nullif(engram._image_dims(), -1), 512);
-    IF engram._image_dims() IS DISTINCT FROM v_want THEN
-        EXECUTE format('ALTER TABLE engram.image_embeddings ALTER COLUMN embedding TYPE vector(%s)', v_want);
-        IF NOT engram._is_distributed() THEN
-            ALTER TABLE engram.image_embeddings ALTER COLUMN embedding SET STORAGE PLAIN;
-        END IF;
-    END IF;
+    PERFORM engram._settle_dims('engram.memories', 'memories', c.embedding_dims, 384);
+    PERFORM engram._settle_dims('engram.image_embeddings', 'images', c.image_dims, 512);
 
     -- The HNSW index, with the dumped build options (after the load: one
     -- bulk build instead of an insert per row).
@@ -295,14 +328,8 @@ BEGIN
     INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind)
     SELECT m.owner, m.id, x.key, x.name, x.kind FROM engram.memories m, engram._entities(m.content, m.tags) x;
     PERFORM engram.recount_usage();
-    -- The images each memory holds (rebuild_image_holds without its erasure:
-    -- a restore erases nothing).
-    DELETE FROM engram.image_holds;
-    INSERT INTO engram.image_holds (owner, memory_id, sha256)
-    SELECT DISTINCT m.owner, m.id, i.sha256
-    FROM engram.memories m, unnest(engram._image_refs(m.metadata, false)) AS x(sha)
-    JOIN engram.images i ON i.sha256 = x.sha
-    WHERE m.metadata ? 'images' AND i.owner = m.owner;
+    -- (rebuild_image_holds without its erasure: a restore erases nothing)
+    PERFORM engram._hold_images();
     PERFORM engram._save_configuration();
     -- Audited when a DBA finishes it: during pg_restore the identity
     -- sequences are set after the tables load, so an audit row written by

@@ -227,17 +227,18 @@ DECLARE
 BEGIN
     FOR f IN
         WITH before AS (
-            SELECT m.id, m.valid_to FROM engram.memories m
+            SELECT m.id, m.valid_to, m.invalidated_at FROM engram.memories m
             WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
               AND (m.valid_to IS NULL OR m.valid_to > p_at)
             FOR UPDATE)
         UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
         FROM before b
         WHERE m.owner = p_owner AND m.id = b.id
-        RETURNING m.id, m.valid_to, b.valid_to AS previous
+        RETURNING m.id, m.valid_to, b.valid_to AS previous, b.invalidated_at AS previous_at
     LOOP
         PERFORM engram._audit(p_owner, 'invalidate', f.id,
-            jsonb_build_object('valid_to', f.valid_to, 'previous_valid_to', f.previous) || p_details);
+            jsonb_build_object('valid_to', f.valid_to, 'previous_valid_to', f.previous,
+                               'previous_invalidated_at', f.previous_at) || p_details);
     END LOOP;
 END
 $fn$;
@@ -256,13 +257,14 @@ BEGIN
 END
 $fn$;
 
--- Undoes a supersession or an invalidation: the memory is valid again
--- from its old valid_from until the valid_to it had before its last
--- closing (NULL: it holds now; the 'invalidate' audit row kept it), and
--- the flag a supersession set is lifted (its trust comes back). The
--- reason, when given, is kept on the memory (metadata engram_reopened);
--- the audit row records the act. Returns false when there is nothing to
--- undo.
+-- Undoes a supersession or an invalidation: the memory's period is what
+-- it was before its last closing (the valid_to it had, NULL while it
+-- held, kept by that closing's 'invalidate' audit row, and when that end
+-- was known), and the flag a supersession set is lifted (its trust comes
+-- back). A superseded memory that its supersession did not close (it had
+-- ended before) keeps its end. The reason, when given, is kept on the
+-- memory (metadata engram_reopened); the audit row records the act.
+-- Returns false when there is nothing to undo.
 CREATE FUNCTION engram.reopen(
     owner text DEFAULT NULL,
     id uuid DEFAULT NULL,
@@ -275,24 +277,38 @@ DECLARE
     v_owner text := engram._caller(reopen.owner, reopen.internal_type, reopen.scope_tags, true);
     r       engram.memories;
     v_superseded boolean;
-    v_closed  jsonb;
-    v_restore timestamptz;
+    v_closed jsonb;
+    v_to     timestamptz;
+    v_at     timestamptz;
 BEGIN
     PERFORM engram._check_short('reason', reopen.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
     r := engram._locate(v_owner, reopen.id, reopen.internal_type, reopen.scope_tags, true);
     PERFORM engram._require_writable(r, 'reopen');
     v_superseded := coalesce(r.flag_reason LIKE 'superseded by %', false);
+    -- The closing that set the current end: the supersession's own (by the
+    -- memory the flag names), else the last one; only if the end is still
+    -- the one it set.
     SELECT a.details INTO v_closed FROM engram.audit_log a
     WHERE a.owner = v_owner AND a.memory_id = r.id AND a.action = 'invalidate'
+      AND (NOT v_superseded OR a.details ->> 'superseded_by' = substr(r.flag_reason, 15))
     ORDER BY a.id DESC LIMIT 1;
-    v_restore := (v_closed ->> 'previous_valid_to')::timestamptz;
-    IF NOT v_superseded AND (r.valid_to IS NULL OR v_closed IS NULL OR r.valid_to IS NOT DISTINCT FROM v_restore) THEN
+    IF (v_closed ->> 'valid_to')::timestamptz IS DISTINCT FROM r.valid_to THEN
+        v_closed := NULL;
+    END IF;
+    IF NOT v_superseded AND (r.valid_to IS NULL OR v_closed IS NULL) THEN
         RETURN false;
     END IF;
+    IF v_closed IS NOT NULL THEN
+        v_to := (v_closed ->> 'previous_valid_to')::timestamptz;
+        v_at := (v_closed ->> 'previous_invalidated_at')::timestamptz;
+    ELSE
+        v_to := r.valid_to;
+        v_at := r.invalidated_at;
+    END IF;
     UPDATE engram.memories AS m SET
-        valid_to = v_restore,
-        invalidated_at = CASE WHEN v_restore IS NULL THEN NULL ELSE now() END,
+        valid_to = v_to,
+        invalidated_at = CASE WHEN v_to IS NULL THEN NULL ELSE v_at END,
         flag_count = CASE WHEN v_superseded THEN greatest(m.flag_count - 1, 0) ELSE m.flag_count END,
         flagged_at = CASE WHEN v_superseded AND m.flag_count <= 1 THEN NULL ELSE m.flagged_at END,
         flag_reason = CASE WHEN v_superseded THEN NULL ELSE m.flag_reason END,
@@ -305,7 +321,7 @@ BEGIN
                                                             'superseded', v_superseded, 'reason', reopen.reason)))
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'reopen', r.id,
-        jsonb_build_object('valid_to', r.valid_to, 'restored_valid_to', v_restore, 'superseded', v_superseded));
+        jsonb_build_object('valid_to', r.valid_to, 'restored_valid_to', v_to, 'superseded', v_superseded));
     RETURN true;
 END
 $fn$;
@@ -517,7 +533,8 @@ BEGIN
         UPDATE engram.memories AS m SET valid_to = update.valid_to, invalidated_at = now()
         WHERE m.owner = r.owner AND m.id = r.id;
         PERFORM engram._audit(v_owner, 'invalidate', r.id,
-            jsonb_build_object('valid_to', update.valid_to, 'previous_valid_to', r.valid_to));
+            jsonb_build_object('valid_to', update.valid_to, 'previous_valid_to', r.valid_to,
+                               'previous_invalidated_at', r.invalidated_at));
     END IF;
     RETURN coalesce(v_revision, r.revision);
 END

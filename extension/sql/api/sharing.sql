@@ -331,16 +331,22 @@ $fn$;
 -- it runs that function with no code of its creator in between, so one
 -- that an unprivileged role built on engram's functions would lend engram
 -- the privileges of whoever evaluates it (extension/src/privilege.rs sees
--- no function or relation of that role). So does an expression that
--- Postgres evaluates in the caller's statement, before any function of
--- its creator starts: a function's or procedure's parameter defaults, a
--- domain's default and its check constraints. Such definitions are
--- refused when they are made (their expressions are read for the
--- functions they call: funcid and opfuncid in the stored node trees).
+-- no function or relation of that role). Refused when defined.
+--
+-- So would an expression that Postgres evaluates in the caller's
+-- statement before any function of its creator starts: a function's or
+-- procedure's parameter defaults, a domain's default and its checks. Such
+-- an expression of an unprivileged role may call only functions that
+-- cannot reach engram with the caller's rights: IMMUTABLE ones, its own
+-- roles' (their frames withhold privilege), and a few that read the clock
+-- or a sequence; anything else (engram's functions, or query_to_xml,
+-- which runs any SQL text) is refused when defined. The functions are read
+-- from the stored node trees (funcid and opfuncid).
 CREATE FUNCTION engram._refuse_borrowed_functions() RETURNS event_trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_object text;
+    v_called text;
 BEGIN
     IF coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), false)
        OR pg_catalog.has_parameter_privilege(current_user, 'engram.owner', 'SET') THEN
@@ -362,10 +368,15 @@ BEGIN
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND a.aggfnoid = d.objid
               UNION ALL
               SELECT c.castfunc FROM pg_catalog.pg_cast c
-              WHERE d.classid = 'pg_catalog.pg_cast'::regclass AND c.oid = d.objid
-              UNION ALL
-              SELECT x[1]::oid FROM (
-                  SELECT f.proargdefaults::text AS expr FROM pg_catalog.pg_proc f
+              WHERE d.classid = 'pg_catalog.pg_cast'::regclass AND c.oid = d.objid)))
+    LIMIT 1;
+    IF v_object IS NOT NULL THEN
+        RAISE EXCEPTION '% would call a function of engram for whoever evaluates it; only a superuser or a role granted SET ON PARAMETER engram.owner may build operators, aggregates or casts on engram''s functions', v_object
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT d.object_identity, p.oid::regprocedure::text INTO v_object, v_called
+    FROM pg_catalog.pg_event_trigger_ddl_commands() d,
+         LATERAL (SELECT f.proargdefaults::text AS expr FROM pg_catalog.pg_proc f
                   WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND f.oid = d.objid
                   UNION ALL
                   SELECT t.typdefaultbin::text FROM pg_catalog.pg_type t
@@ -374,12 +385,21 @@ BEGIN
                   SELECT k.conbin::text FROM pg_catalog.pg_constraint k
                   WHERE (d.classid = 'pg_catalog.pg_type'::regclass AND k.contypid = d.objid)
                      OR (d.classid = 'pg_catalog.pg_constraint'::regclass AND k.oid = d.objid)) e,
-                  regexp_matches(e.expr, ':(?:funcid|opfuncid) ([0-9]+)', 'g') x)))
+         regexp_matches(e.expr, ':(?:funcid|opfuncid) ([0-9]+)', 'g') x
+         JOIN pg_catalog.pg_proc p ON p.oid = x[1]::oid
+         JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+    WHERE p.provolatile <> 'i'
+      AND (o.rolsuper OR pg_catalog.has_parameter_privilege(p.proowner, 'engram.owner', 'SET'))
+      AND NOT (p.pronamespace = 'pg_catalog'::regnamespace
+               AND p.proname IN ('now', 'clock_timestamp', 'statement_timestamp', 'transaction_timestamp', 'timeofday',
+                                 'gen_random_uuid', 'random', 'nextval', 'currval', 'lastval', 'current_setting',
+                                 'current_database', 'current_schema', 'current_schemas', 'current_user', 'session_user',
+                                 'pg_backend_pid', 'txid_current', 'pg_current_xact_id'))
     LIMIT 1;
     IF v_object IS NOT NULL THEN
-        RAISE EXCEPTION '% would call a function of engram for whoever evaluates it; only a superuser or a role granted SET ON PARAMETER engram.owner may build operators, aggregates, casts, parameter defaults or domains on engram''s functions', v_object
+        RAISE EXCEPTION '% would call % with the privileges of whoever uses it (a parameter default, or a domain''s default or check, runs in the caller''s statement); only a superuser or a role granted SET ON PARAMETER engram.owner may make one', v_object, v_called
             USING ERRCODE = '42501',
-                  HINT = 'Call engram inside the function''s body instead: it then runs as your code, bound with your token.';
+                  HINT = 'Call it inside the function''s body instead (it then runs as your code), or use an IMMUTABLE expression.';
     END IF;
 END
 $fn$;

@@ -197,6 +197,23 @@ BEGIN
 END
 $fn$;
 
+-- engram.image_holds anew from the memories' metadata: the holds made.
+CREATE FUNCTION engram._hold_images() RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_holds bigint;
+BEGIN
+    DELETE FROM engram.image_holds;
+    INSERT INTO engram.image_holds (owner, memory_id, sha256)
+    SELECT DISTINCT m.owner, m.id, i.sha256
+    FROM engram.memories m, unnest(engram._image_refs(m.metadata, false)) AS x(sha)
+    JOIN engram.images i ON i.sha256 = x.sha
+    WHERE m.metadata ? 'images' AND i.owner = m.owner;
+    GET DIAGNOSTICS v_holds = ROW_COUNT;
+    RETURN v_holds;
+END
+$fn$;
+
 -- Rebuilds engram.image_holds from the memories' metadata and erases the
 -- images nothing keeps any more (no put reference, no memory). For DBAs:
 -- after a restore that loaded memories before images (pg_restore -j, or
@@ -210,13 +227,7 @@ DECLARE
 BEGIN
     PERFORM engram._require_privileged('rebuild_image_holds');
     LOCK TABLE engram.images IN EXCLUSIVE MODE;  -- (not FOR UPDATE: see recount_usage)
-    DELETE FROM engram.image_holds;
-    INSERT INTO engram.image_holds (owner, memory_id, sha256)
-    SELECT DISTINCT m.owner, m.id, i.sha256
-    FROM engram.memories m, unnest(engram._image_refs(m.metadata, false)) AS x(sha)
-    JOIN engram.images i ON i.sha256 = x.sha
-    WHERE m.metadata ? 'images' AND i.owner = m.owner;
-    GET DIAGNOSTICS v_holds = ROW_COUNT;
+    v_holds := engram._hold_images();
     WITH gone AS (
         DELETE FROM engram.images i
         WHERE i.refs = 0 AND NOT EXISTS (SELECT 1 FROM engram.image_holds h
