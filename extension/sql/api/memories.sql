@@ -223,22 +223,24 @@ $fn$;
 CREATE FUNCTION engram._close_validity(p_owner text, p_ids uuid[], p_at timestamptz, p_details jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    f record;
+    f    record;
+    v_to timestamptz;
 BEGIN
+    -- (one memory at a time, each statement within the owner: what a
+    -- distributed table runs on the owner's shard)
     FOR f IN
-        WITH before AS (
-            SELECT m.id, m.valid_to, m.invalidated_at FROM engram.memories m
-            WHERE m.id = ANY (p_ids) AND m.owner = p_owner AND m.source = 'memory'
-              AND (m.valid_to IS NULL OR m.valid_to > p_at)
-            FOR UPDATE)
-        UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
-        FROM before b
-        WHERE m.owner = p_owner AND m.id = b.id
-        RETURNING m.id, m.valid_to, b.valid_to AS previous, b.invalidated_at AS previous_at
+        SELECT m.id, m.valid_to, m.invalidated_at FROM engram.memories m
+        WHERE m.owner = p_owner AND m.id = ANY (p_ids) AND m.source = 'memory'
+          AND (m.valid_to IS NULL OR m.valid_to > p_at)
+        ORDER BY m.id
+        FOR UPDATE
     LOOP
+        UPDATE engram.memories AS m SET valid_to = greatest(m.valid_from, p_at), invalidated_at = now()
+        WHERE m.owner = p_owner AND m.id = f.id
+        RETURNING m.valid_to INTO v_to;
         PERFORM engram._audit(p_owner, 'invalidate', f.id,
-            jsonb_build_object('valid_to', f.valid_to, 'previous_valid_to', f.previous,
-                               'previous_invalidated_at', f.previous_at) || p_details);
+            jsonb_build_object('valid_to', v_to, 'previous_valid_to', f.valid_to,
+                               'previous_invalidated_at', f.invalidated_at) || p_details);
     END LOOP;
 END
 $fn$;
