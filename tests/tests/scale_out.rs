@@ -116,11 +116,18 @@ async fn tables_are_distributed_or_reference_and_every_key_starts_with_owner() {
         reference,
         "docs/SCALING.md vs engram._reference_tables()"
     );
+    let local = set(&db.admin, "SELECT unnest(engram._local_tables())").await;
+    assert_eq!(
+        listed(&doc, "## Tables", "local"),
+        local,
+        "docs/SCALING.md vs engram._local_tables()"
+    );
     let mut all = reference.clone();
     all.extend(distributed.iter().cloned());
+    all.extend(local.iter().cloned());
     assert_eq!(
         all, tables,
-        "engram._distributed_tables() and _reference_tables() must name every table"
+        "engram._distributed_tables(), _reference_tables() and _local_tables() must name every table"
     );
     let not_owner_scoped: BTreeSet<_> = distributed.difference(&owner_scoped).cloned().collect();
     assert!(
@@ -136,7 +143,7 @@ async fn tables_are_distributed_or_reference_and_every_key_starts_with_owner() {
         "SELECT DISTINCT c.relname::text || ' ' || i.indexrelid::regclass::text FROM pg_index i
              JOIN pg_class c ON c.oid = i.indrelid
              WHERE c.relnamespace = 'engram'::regnamespace AND i.indisunique
-               AND c.relname <> ALL (engram._reference_tables())
+               AND c.relname <> ALL (engram._reference_tables() || engram._local_tables())
                AND NOT EXISTS (SELECT 1 FROM pg_attribute a
                                WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum = ANY (i.indkey))",
     )

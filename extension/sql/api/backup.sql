@@ -98,7 +98,8 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_loaded text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM engram.restore_loads) THEN
+    -- (a distributed database is never restored this way: docs/BACKUP.md)
+    IF engram._is_distributed() OR NOT EXISTS (SELECT 1 FROM engram.restore_loads) THEN
         RETURN;
     END IF;
     IF EXISTS (SELECT 1 FROM engram.restore_loads l WHERE l.rows < 0) THEN

@@ -16,7 +16,15 @@ $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $fn$
-    SELECT ARRAY['tokens', 'group_members', 'node_secret', 'configuration', 'restore_loads']
+    SELECT ARRAY['tokens', 'group_members', 'node_secret']
+$fn$;
+
+-- Tables that stay on the coordinator: the database's configuration and
+-- restore state, which only the coordinator's functions read (a Citus
+-- cluster is restored per node: docs/BACKUP.md).
+CREATE FUNCTION engram._local_tables() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT ARRAY['configuration', 'restore_loads']
 $fn$;
 
 -- Whether engram's tables are distributed (engram.distribute ran): Citus

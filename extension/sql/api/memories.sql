@@ -282,6 +282,7 @@ DECLARE
     v_closed jsonb;
     v_to     timestamptz;
     v_at     timestamptz;
+    v_note   jsonb;
 BEGIN
     PERFORM engram._check_short('reason', reopen.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
@@ -301,6 +302,9 @@ BEGIN
     IF NOT v_superseded AND (r.valid_to IS NULL OR v_closed IS NULL) THEN
         RETURN false;
     END IF;
+    v_note := jsonb_build_object('engram_reopened',
+                  jsonb_strip_nulls(jsonb_build_object('at', now(), 'valid_to', r.valid_to,
+                                                       'superseded', v_superseded, 'reason', reopen.reason)));
     IF v_closed IS NOT NULL THEN
         v_to := (v_closed ->> 'previous_valid_to')::timestamptz;
         v_at := (v_closed ->> 'previous_invalidated_at')::timestamptz;
@@ -318,9 +322,9 @@ BEGIN
                            THEN engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type,
                                                  m.created_at, greatest(m.flag_count - 1, 0))
                            ELSE m.trust_score END,
-        metadata = m.metadata || jsonb_build_object('engram_reopened',
-                       jsonb_strip_nulls(jsonb_build_object('at', now(), 'valid_to', m.valid_to,
-                                                            'superseded', v_superseded, 'reason', reopen.reason)))
+        -- (built beforehand: on Citus an UPDATE calls no STABLE function,
+        -- such as jsonb_build_object, with the row's columns)
+        metadata = m.metadata || v_note
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'reopen', r.id,
         jsonb_build_object('valid_to', r.valid_to, 'restored_valid_to', v_to, 'superseded', v_superseded));
