@@ -1,6 +1,6 @@
 -- engram 0.14.0 -> 0.15.0 (ALTER EXTENSION engram UPDATE TO '0.15.0')
 --
--- 0.15.0: nothing lost, nothing borrowed (issue 34).
+-- 0.15.0: nothing lost, nothing borrowed.
 --   * Privilege the planner cannot lend: the readers that take an owner
 --     are VOLATILE (the planner never evaluates them), nothing the planner
 --     evaluates acts with a DBA's privilege, and engram's helpers refuse

@@ -13,8 +13,10 @@ fn _conflict_reasons(new_text: &str, old_text: &str, similarity: f32, threshold:
         .collect()
 }
 
-/// The conflict reasons by which a memory stored anyway supersedes the one
-/// it conflicts with.
+/// The conflict reasons by which a memory stored anyway superseded the one
+/// it conflicted with, before `supersedes` named what to close. The current
+/// API calls it no more; the library keeps it because the SQL of earlier
+/// releases binds it (an update starts from their install).
 #[pg_extern(immutable, parallel_safe)]
 fn _superseding_reasons() -> Vec<String> {
     engram_core::conflict::Reason::ALL

@@ -283,6 +283,7 @@ DECLARE
     v_to     timestamptz;
     v_at     timestamptz;
     v_note   jsonb;
+    v_trust  real;
 BEGIN
     PERFORM engram._check_short('reason', reopen.reason, 1000);
     PERFORM engram._lock_owner(v_owner);
@@ -312,18 +313,19 @@ BEGIN
         v_to := r.valid_to;
         v_at := r.invalidated_at;
     END IF;
+    IF v_superseded THEN
+        v_trust := engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type,
+                                    r.created_at, greatest(r.flag_count - 1, 0));
+    END IF;
+    -- The trust and the note are computed beforehand: on Citus an UPDATE
+    -- calls no STABLE function with the row's columns, nor any in a CASE.
     UPDATE engram.memories AS m SET
         valid_to = v_to,
         invalidated_at = CASE WHEN v_to IS NULL THEN NULL ELSE v_at END,
         flag_count = CASE WHEN v_superseded THEN greatest(m.flag_count - 1, 0) ELSE m.flag_count END,
         flagged_at = CASE WHEN v_superseded AND m.flag_count <= 1 THEN NULL ELSE m.flagged_at END,
         flag_reason = CASE WHEN v_superseded THEN NULL ELSE m.flag_reason END,
-        trust_score = CASE WHEN v_superseded
-                           THEN engram._trust_at(now(), engram._setting_trust_half_life_days(), m.author_type,
-                                                 m.created_at, greatest(m.flag_count - 1, 0))
-                           ELSE m.trust_score END,
-        -- (built beforehand: on Citus an UPDATE calls no STABLE function,
-        -- such as jsonb_build_object, with the row's columns)
+        trust_score = CASE WHEN v_superseded THEN v_trust ELSE m.trust_score END,
         metadata = m.metadata || v_note
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'reopen', r.id,
