@@ -64,6 +64,17 @@ CREATE TABLE engram.memories (
     valid_from       timestamptz NOT NULL DEFAULT now(),
     valid_to         timestamptz,
     invalidated_at   timestamptz,
+    -- Keyed memories (since 0.16.0): engram.put writes the memory at
+    -- (owner, namespace, key), a path of labels and a key, with an optional
+    -- JSON value (filters read it before the metadata). ttl is the lifetime
+    -- the writer gave (expires_at = write + ttl), kept so that a read may
+    -- renew it. Namespaces sort by code point (COLLATE "C"), so a prefix is
+    -- an index range.
+    namespace        text[] COLLATE "C",
+    key              text,
+    value            jsonb,
+    ttl              interval,
+    CONSTRAINT memories_keyed CHECK ((namespace IS NULL) = (key IS NULL)),
     CONSTRAINT memories_valid_period CHECK (valid_to IS NULL OR valid_to >= valid_from),
     -- Every key of an owner's data starts with the owner (since 0.8.0), so
     -- that the tables can be distributed by owner (engram.distribute, Citus).
@@ -84,6 +95,12 @@ CREATE INDEX memories_expiry ON engram.memories (expires_at)
 CREATE INDEX memories_retired ON engram.memories (status, coalesce(archived_at, updated_at))
     WHERE status <> 'active';
 CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE status = 'active';
+-- One active memory per key; prefix scans of an owner's namespaces.
+CREATE UNIQUE INDEX memories_key ON engram.memories (owner, namespace, key)
+    WHERE key IS NOT NULL AND status = 'active';
+-- The documents filters read (a keyed memory's value, else the metadata):
+-- a filter's equalities are a containment this index serves.
+CREATE INDEX memories_document ON engram.memories USING gin ((coalesce(value, metadata)) jsonb_path_ops);
 
 -- Every prior version of an updated memory (the current one is in memories).
 CREATE TABLE engram.revisions (
@@ -98,6 +115,7 @@ CREATE TABLE engram.revisions (
     reason        text,
     is_correction boolean NOT NULL,
     changed_by    text NOT NULL DEFAULT current_user,
+    value         jsonb,
     CONSTRAINT revisions_pkey PRIMARY KEY (owner, memory_id, revision),
     CONSTRAINT revisions_memory_id_fkey FOREIGN KEY (owner, memory_id)
         REFERENCES engram.memories (owner, id) ON DELETE CASCADE
@@ -548,7 +566,9 @@ CREATE TABLE engram.configuration (
     hnsw_ef_search       integer,
     -- the engram version that wrote the row
     version              text NOT NULL,
-    updated_at           timestamptz NOT NULL DEFAULT now()
+    updated_at           timestamptz NOT NULL DEFAULT now(),
+    -- the embedding model the stored vectors come from (NULL: not recorded)
+    embedding_model      text
 );
 SELECT pg_catalog.pg_extension_config_dump('engram.configuration', '');
 ALTER TABLE engram.configuration ENABLE ROW LEVEL SECURITY;

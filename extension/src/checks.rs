@@ -155,3 +155,26 @@ fn _cursor_decode(cursor: &str, order_by: &str) -> Vec<String> {
     let (value, id) = cursor::decode(cursor, order_by).or_raise();
     vec![value, id]
 }
+
+/// The namespace of a keyed memory, or a prefix or suffix of one
+/// (engram-core's `items`).
+#[pg_extern(immutable, parallel_safe)]
+fn _check_namespace(what: &str, labels: Option<Vec<Option<String>>>, allow_empty: bool) -> bool {
+    match &labels {
+        None if allow_empty => {}
+        None => crate::errors::raise(Error::new(
+            engram_core::Sqlstate::NullValueNotAllowed,
+            format!("{what} is missing"),
+            "pass a namespace such as ARRAY['users', 'u42']",
+        )),
+        Some(_) => engram_core::items::check_namespace(what, &strs(&labels), allow_empty).or_raise(),
+    }
+    true
+}
+
+/// The key of a keyed memory.
+#[pg_extern(immutable, parallel_safe)]
+fn _check_key(key: Option<&str>) -> bool {
+    engram_core::items::check_key(key).or_raise();
+    true
+}

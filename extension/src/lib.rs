@@ -14,6 +14,7 @@ mod conflict;
 mod context;
 mod entities;
 mod errors;
+mod filter;
 mod gucs;
 mod images;
 mod lists;
@@ -69,10 +70,11 @@ extension_sql_file!(
     name = "api_search",
     requires = ["api_memories"]
 );
+extension_sql_file!("../sql/api/items.sql", name = "api_items", requires = ["api_search"]);
 extension_sql_file!(
     "../sql/api/entities.sql",
     name = "api_entities",
-    requires = ["api_search"]
+    requires = ["api_items"]
 );
 extension_sql_file!(
     "../sql/api/quotas.sql",

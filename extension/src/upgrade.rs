@@ -90,12 +90,13 @@ pub fn forget_pending(aborted_sub: Option<pg_sys::SubTransactionId>) {
 
 /// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
 /// (a file may use types and functions of the files before it).
-const API_FILES: [&str; 19] = [
+const API_FILES: [&str; 20] = [
     include_str!("../sql/api/helpers.sql"),
     include_str!("../sql/api/search_plans.sql"),
     include_str!("../sql/api/scope_lists.sql"),
     include_str!("../sql/api/memories.sql"),
     include_str!("../sql/api/search.sql"),
+    include_str!("../sql/api/items.sql"),
     include_str!("../sql/api/entities.sql"),
     include_str!("../sql/api/quotas.sql"),
     include_str!("../sql/api/lifecycle.sql"),

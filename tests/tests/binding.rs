@@ -128,9 +128,9 @@ async fn the_owner_setting_cannot_be_forged() {
     // 6. The internal helpers take an owner argument; they are not callable.
     for sql in [
         "SELECT engram._locate('bob', gen_random_uuid(), NULL, NULL, false)",
-        "SELECT * FROM engram._list(ROW('bob', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, 'active', NULL, NULL, NULL, NULL)",
-        "SELECT engram._search(ROW('bob', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, NULL, 'secret', 10, 0)",
-        "SELECT engram._search_as_of(ROW('bob', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, now(), NULL, 'secret', 10, 0, NULL)",
+        "SELECT * FROM engram._list(ROW('bob', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, 'active', NULL, NULL, NULL, NULL)",
+        "SELECT engram._search(ROW('bob', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, NULL, 'secret', 10, 0)",
+        "SELECT engram._search_as_of(ROW('bob', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope, now(), NULL, 'secret', 10, 0, NULL)",
         "SELECT engram._close_validity('bob', ARRAY(SELECT gen_random_uuid()), now(), '{}')",
         "SELECT engram._audit('bob', 'forged', NULL, '{}')",
         "SELECT engram._install_api('0.2.0')",

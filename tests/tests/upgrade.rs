@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.13.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.15.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1068,6 +1068,7 @@ async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
     for (from, targets) in [
         ("0.12.0", vec!["0.13.0", "0.14.0"]),
         ("0.13.0", vec!["0.14.0", "0.99.0"]),
+        ("0.14.0", vec!["0.15.0"]),
     ] {
         let (_, old) = install(from).await;
         old.batch_execute(
@@ -1175,4 +1176,66 @@ async fn upgrade_from_0_14_0_records_the_configuration_and_keeps_every_row() {
         0,
         "force closed a memory"
     );
+}
+
+/// From a populated 0.15.0 database: every row kept, the catalog equal to a
+/// fresh install's; the stored memories are unkeyed (no namespace, key or
+/// value), keyed memories and the model on record work on the updated
+/// tables, and a revision written before the update reads without a value.
+#[tokio::test]
+async fn upgrade_from_0_15_0_adds_keyed_memories_and_keeps_every_row() {
+    let (_, old) = install("0.15.0").await;
+    old.batch_execute(
+        "SET engram.owner = 'alice';
+         SELECT engram.remember(content => 'The standup is at 9', embedding => '[1, 0, 0, 0]',
+                                metadata => '{\"team\": \"core\"}', ttl => '30 days');
+         SELECT engram.update(id => (SELECT id FROM engram.memories LIMIT 1), content => 'The standup is at 9:15',
+                              embedding => '[1, 0.01, 0, 0]');
+         SELECT engram.slot_set(label => 'plan', content => 'ship it');
+         RESET engram.owner;",
+    )
+    .await
+    .unwrap();
+    let snapshot = "SELECT string_agg(m.id || m.content || m.status || m.revision || m.metadata::text
+                                      || coalesce(m.expires_at::text, '-'), ',' ORDER BY m.id)
+                           || (SELECT string_agg(r.content, ',') FROM engram.revisions r)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    assert_eq!(
+        count_on(&old, "SELECT count(*) FROM engram.memories WHERE namespace IS NULL AND key IS NULL AND value IS NULL AND ttl IS NULL").await,
+        1
+    );
+    // The 0.15.0 memory is found by a filter over its metadata.
+    let found: Vec<String> = column(
+        &old,
+        r#"SELECT content FROM engram.list(owner => 'alice', filter => '{"team": "core"}')"#,
+    )
+    .await;
+    assert_eq!(found, vec!["The standup is at 9:15"]);
+    let revisions: Vec<(i32, Option<serde_json::Value>)> = pairs(
+        &old,
+        "SELECT r.revision, r.value FROM engram.revisions(owner => 'alice', id => (SELECT id FROM engram.memories)) r
+         ORDER BY 1",
+    )
+    .await;
+    assert_eq!(revisions, vec![(1, None), (2, None)]);
+    let status: String = old
+        .query_one(
+            "SELECT status FROM engram.put(owner => 'alice', namespace => '{prefs}', key => 'theme',
+                                           value => '{\"theme\": \"dark\"}')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "created");
+    old.batch_execute("SELECT engram.configure(embedding_model => 'test/model')")
+        .await
+        .unwrap();
+    let model: Option<String> = old
+        .query_one("SELECT engram.embedding_model()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(model.as_deref(), Some("test/model"));
 }

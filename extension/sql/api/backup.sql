@@ -52,6 +52,8 @@ BEGIN
       AND d.setrole = 0 AND s LIKE 'engram.hnsw\_ef\_search=%';
     c.version := engram._library_version();
     c.updated_at := now();
+    -- (not in the catalog: what configure recorded)
+    SELECT x.embedding_model INTO c.embedding_model FROM engram.configuration x;
     RETURN c;
 END
 $fn$;
@@ -67,7 +69,8 @@ BEGIN
     INSERT INTO engram.configuration AS x VALUES (c.*)
     ON CONFLICT (id) DO UPDATE SET embedding_dims = excluded.embedding_dims, image_dims = excluded.image_dims,
         hnsw_m = excluded.hnsw_m, hnsw_ef_construction = excluded.hnsw_ef_construction,
-        hnsw_ef_search = excluded.hnsw_ef_search, version = excluded.version, updated_at = excluded.updated_at;
+        hnsw_ef_search = excluded.hnsw_ef_search, version = excluded.version, updated_at = excluded.updated_at,
+        embedding_model = excluded.embedding_model;
     PERFORM set_config('engram_restore.configuring', 'off', true);
 END
 $fn$;

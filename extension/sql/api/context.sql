@@ -87,7 +87,7 @@ BEGIN
         v_shown := array_remove(ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_tools) x)
                                 || (v_summary ->> 'id')::uuid, NULL);
         v_hits := engram._search(
-            ROW(v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+            ROW(v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
             context.query_embedding, context.query_text, v_depth + cardinality(v_shown), 0,
             engram.time_window(context.query_text));
     END IF;

@@ -250,6 +250,16 @@ BEGIN
     PERFORM engram._check_period(r.valid_from, r.valid_to);
     PERFORM engram._check_moment('invalidated_at', r.invalidated_at);
     r.invalidated_at := CASE WHEN r.valid_to IS NOT NULL THEN coalesce(r.invalidated_at, r.updated_at, now()) END;
+    -- A keyed memory keeps its address (an export older than 0.16.0 has none).
+    IF r.key IS NOT NULL OR r.namespace IS NOT NULL THEN
+        PERFORM engram._check_namespace('namespace', r.namespace, false);
+        PERFORM engram._check_key(r.key);
+    END IF;
+    IF r.value IS NOT NULL THEN
+        PERFORM engram._check_metadata(jsonb_typeof(r.value), octet_length(r.value::text));
+        PERFORM engram._check_doc('value', r.value);
+    END IF;
+    PERFORM engram._check_ttl(r.ttl);
     v_vec := coalesce(import_memory.embedding, (import_memory.memory ->> 'embedding')::vector);
     PERFORM engram._check_vector(v_vec, 'embedding');
     PERFORM engram._lock_owner(v_owner);
@@ -260,7 +270,9 @@ BEGIN
         RAISE EXCEPTION 'memory % belongs to another owner; import into that owner, or export again with new ids', r.id
             USING ERRCODE = '23505';
     END IF;
-    r.dedup_key := engram._dedup_key(r.content, r.internal_type, engram._scope_of(r.tags), r.kind, r.session_id);
+    r.dedup_key := CASE WHEN r.key IS NOT NULL
+                        THEN engram._item_dedup_key(r.namespace, r.key, r.internal_type, engram._scope_of(r.tags))
+                        ELSE engram._dedup_key(r.content, r.internal_type, engram._scope_of(r.tags), r.kind, r.session_id) END;
     IF coalesce(r.status, 'active') = 'active' AND EXISTS (
         SELECT 1 FROM engram.memories m WHERE m.owner = v_owner AND m.status = 'active' AND m.dedup_key = r.dedup_key) THEN
         RETURN 'duplicate';
@@ -269,7 +281,8 @@ BEGIN
         (id, owner, kind, source, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
          author_type, importance, status, archive_reason, archive_note, merged_into, flagged_at, flag_count,
          flag_reason, correction_count, revision, trust_score, staleness_score, session_id, created_at,
-         updated_at, expires_at, archived_at, access_level, occurred_at, valid_from, valid_to, invalidated_at)
+         updated_at, expires_at, archived_at, access_level, occurred_at, valid_from, valid_to, invalidated_at,
+         namespace, key, value, ttl)
     VALUES
         (r.id, v_owner, r.kind, r.source, r.internal_type, r.content,
          sha256(convert_to(r.content, 'UTF8'::name)), r.dedup_key, r.tags,
@@ -279,14 +292,15 @@ BEGIN
          coalesce(r.trust_score, engram._trust_at(now(), engram._setting_trust_half_life_days(), r.author_type, coalesce(r.created_at, now()), coalesce(r.flag_count, 0))),
          coalesce(r.staleness_score, 0), r.session_id, coalesce(r.created_at, now()),
          coalesce(r.updated_at, now()), r.expires_at, r.archived_at, coalesce(r.access_level, 5),
-         r.occurred_at, r.valid_from, r.valid_to, r.invalidated_at);
+         r.occurred_at, r.valid_from, r.valid_to, r.invalidated_at, r.namespace, r.key, r.value, r.ttl);
     INSERT INTO engram.revisions (memory_id, revision, owner, content, tags, metadata, written_at, replaced_at,
-                                  reason, is_correction, changed_by)
+                                  reason, is_correction, changed_by, value)
     SELECT r.id, v.revision, v_owner, v.content, coalesce(v.tags, '{}'), coalesce(v.metadata, '{}'),
            coalesce(v.written_at, now()), coalesce(v.replaced_at, now()), left(v.reason, 1000),
            coalesce(v.is_correction, false),
            CASE WHEN coalesce(import_memory.keep_provenance, false) THEN coalesce(v.changed_by, engram._caller_role())
-                ELSE engram._caller_role() END
+                ELSE engram._caller_role() END,
+           v.value
     FROM jsonb_populate_recordset(NULL::engram.revisions,
              CASE WHEN jsonb_typeof(import_memory.memory -> 'revisions') = 'array'
                   THEN import_memory.memory -> 'revisions' ELSE '[]' END) v;

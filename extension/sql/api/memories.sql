@@ -50,8 +50,13 @@ $fn$;
 -- 64): a denser graph reaches a higher recall on a large table (at 1M rows
 -- the default graph's recall@10 stays near 0.93 at any ef_search on the
 -- bench's data; docs/OPERATIONS.md) and costs build time and insert time.
+-- embedding_model records the model the vectors come from (engram-mcp
+-- refuses to serve with another): set while none is recorded or no memory
+-- holds an embedding; changing it under stored vectors would mix two
+-- vector spaces, so that takes a re-embedding (docs/OPERATIONS.md).
 CREATE FUNCTION engram.configure(embedding_dims integer DEFAULT NULL, image_dims integer DEFAULT NULL,
-                                 hnsw_m integer DEFAULT NULL, hnsw_ef_construction integer DEFAULT NULL) RETURNS jsonb
+                                 hnsw_m integer DEFAULT NULL, hnsw_ef_construction integer DEFAULT NULL,
+                                 embedding_model text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_current integer;
@@ -60,8 +65,23 @@ DECLARE
     v_m integer;
     v_efc integer;
     v_options text;
+    v_model text := engram.embedding_model();
 BEGIN
     PERFORM engram._require_privileged('configure');
+    IF configure.embedding_model IS NOT NULL THEN
+        IF btrim(configure.embedding_model) = '' OR char_length(configure.embedding_model) > 200
+           OR configure.embedding_model ~ '[[:cntrl:]]' THEN
+            RAISE EXCEPTION 'embedding_model % is not a model name', engram._echo(configure.embedding_model)
+                USING ERRCODE = '22023', HINT = 'Pass the name engram-mcp is started with, such as BAAI/bge-small-en-v1.5.';
+        END IF;
+        IF v_model IS DISTINCT FROM configure.embedding_model AND v_model IS NOT NULL
+           AND EXISTS (SELECT 1 FROM engram.memories m WHERE m.embedding IS NOT NULL) THEN
+            RAISE EXCEPTION 'the stored embeddings come from model %; recording % would mix two vector spaces', v_model,
+                configure.embedding_model
+                USING ERRCODE = '55000',
+                      HINT = 'Re-embed: engram-mcp export --all-owners from this database, then engram-mcp import --all-owners --reembed with the new model into a new database (docs/OPERATIONS.md).';
+        END IF;
+    END IF;
     -- The graph's options are checked before anything changes.
     v_build := engram._hnsw_build();
     IF configure.hnsw_m IS NOT NULL OR configure.hnsw_ef_construction IS NOT NULL THEN
@@ -132,6 +152,11 @@ BEGIN
     END IF;
     -- What pg_dump does not keep of the above, kept for a restore.
     PERFORM engram._save_configuration();
+    IF configure.embedding_model IS DISTINCT FROM v_model AND configure.embedding_model IS NOT NULL THEN
+        UPDATE engram.configuration AS c SET embedding_model = configure.embedding_model;
+        PERFORM engram._audit(NULL, 'configure', NULL,
+            jsonb_build_object('embedding_model', configure.embedding_model, 'previous', v_model));
+    END IF;
     v_build := engram._hnsw_build();
     RETURN jsonb_build_object(
         'embedding_dims', engram._dims(),
@@ -146,7 +171,8 @@ BEGIN
         'hnsw_ef_search', engram._setting_hnsw_ef_search(),
         'exact_search_rows', engram._setting_exact_search_rows(),
         'list_search_rows', engram._setting_list_search_rows(),
-        'hnsw_min_selectivity', engram._setting_hnsw_min_selectivity());
+        'hnsw_min_selectivity', engram._setting_hnsw_min_selectivity(),
+        'embedding_model', engram.embedding_model());
 END
 $fn$;
 
@@ -440,7 +466,7 @@ BEGIN
                    engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
             FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
                   FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
-                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_valid)::engram.read_scope,
+                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_valid, NULL, NULL)::engram.read_scope,
                                    remember.embedding, 5) n) near,
                  unnest(near.ids, near.dists) AS k(id, distance),
                  engram._rows(v_owner, near.ids) m
@@ -463,14 +489,14 @@ BEGIN
     INSERT INTO engram.memories AS m
         (owner, kind, internal_type, content, content_sha256, dedup_key, tags, metadata, embedding,
          author_type, importance, trust_score, session_id, expires_at, access_level,
-         occurred_at, valid_from, valid_to, invalidated_at)
+         occurred_at, valid_from, valid_to, invalidated_at, ttl)
     VALUES
         (v_owner, v_kind, remember.internal_type, remember.content,
          sha256(convert_to(remember.content, 'UTF8'::name)), v_key, v_tags, v_metadata, remember.embedding,
          remember.author_type, remember.importance,
          engram._trust_at(now(), engram._setting_trust_half_life_days(), remember.author_type, now(), 0), remember.session_id,
          now() + remember.ttl, remember.access_level,
-         v_occurred, v_valid, remember.valid_to, CASE WHEN remember.valid_to IS NOT NULL THEN now() END)
+         v_occurred, v_valid, remember.valid_to, CASE WHEN remember.valid_to IS NOT NULL THEN now() END, remember.ttl)
     RETURNING m.id INTO v_id;
     PERFORM engram._audit(v_owner, 'remember', v_id,
         jsonb_build_object('kind', v_kind, 'forced', v_unnamed IS NOT NULL, 'supersedes', cardinality(v_superseded)));
@@ -578,7 +604,10 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_content text := coalesce(p_content, r.content);
     v_tags    text[] := coalesce(p_tags, r.tags);
-    v_key     bytea := engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id);
+    -- (a keyed memory's key is its address, whatever its content)
+    v_key     bytea := CASE WHEN r.key IS NOT NULL
+                            THEN engram._item_dedup_key(r.namespace, r.key, r.internal_type, engram._scope_of(v_tags))
+                            ELSE engram._dedup_key(v_content, r.internal_type, engram._scope_of(v_tags), r.kind, r.session_id) END;
     v_other   uuid;
     v_correct integer := r.correction_count + CASE WHEN p_is_correction THEN 1 ELSE 0 END;
 BEGIN
@@ -590,9 +619,9 @@ BEGIN
     END IF;
 
     INSERT INTO engram.revisions AS v
-        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by)
+        (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by, value)
     VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
-            p_reason, p_is_correction, engram._caller_role());
+            p_reason, p_is_correction, engram._caller_role(), r.value);
 
     UPDATE engram.memories AS m SET
         content = v_content,

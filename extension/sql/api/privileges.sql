@@ -32,7 +32,7 @@ CREATE POLICY owner_isolation ON engram.image_embeddings FOR SELECT TO engram_ag
 CREATE POLICY owner_isolation ON engram.memory_entities FOR SELECT TO engram_agent USING (owner = engram._rls_owner());
 
 -- Administrative functions are for DBAs, not for agents.
-REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer, integer, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram.configure(integer, integer, integer, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.purge(interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.erase_owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram.rebuild_image_holds() FROM PUBLIC;

@@ -331,7 +331,8 @@ BEGIN
         INTO v_ids, v_masks, v_lens, v_exact
         USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
               s.session_id, s.created_after, s.created_before, p_n, v_terms,
-              s.max_level, s.space, s.group_id, s.valid_at, p_exact;
+              s.max_level, s.space, s.group_id, s.valid_at, p_exact, NULL::bytea,
+              s.namespace_prefix, s.filter;
     RETURN QUERY
         SELECT x.id, x.score
         FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, v_exact, cardinality(v_terms))) AS x(id, score)

@@ -5,7 +5,8 @@
 CREATE TYPE engram.search_hit AS (
     id uuid, content text, kind text, tags text[], metadata jsonb,
     similarity real, score real, trust_score real, staleness_score real, created_at timestamptz,
-    source text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
+    source text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz,
+    namespace text[], key text, value jsonb);
 
 -- Counts an access for each id, in the stats table beside the memories
 -- (never in the rows the HNSW index points at). Skipped in read-only
@@ -187,7 +188,7 @@ BEGIN
         -- Vector only: the k nearest, ranked by composite score.
         SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
                              x.trust_score, x.staleness_score, x.created_at, x.source,
-                             x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                             x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
                          ORDER BY x.score DESC, x.id)
         INTO v_hits
         FROM (SELECT m.*, (1 - k.distance)::real AS sim,
@@ -207,12 +208,13 @@ BEGIN
         SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.rank AS text_score,
                CASE WHEN p_embedding IS NOT NULL
                     THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
-               m.trust_score, m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to
+               m.trust_score, m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to,
+               m.namespace, m.key, m.value
         FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
     )
     SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
                          x.trust_score, x.staleness_score, x.created_at, x.source,
-                         x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                         x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
                      ORDER BY x.score DESC, x.id)
     INTO v_hits
     FROM (SELECT y.*, engram.rank_score(engram._window_boosted(y.relevance, coalesce(p_window @> y.occurred_at, false)),
@@ -259,10 +261,11 @@ BEGIN
         SELECT m.id, coalesce(v.content, m.content) AS content, coalesce(v.tags, m.tags) AS tags,
                coalesce(v.metadata, m.metadata) AS metadata, m.kind, m.embedding, m.trust_score,
                m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from,
-               CASE WHEN m.invalidated_at <= p_known_at THEN m.valid_to END AS valid_to
+               CASE WHEN m.invalidated_at <= p_known_at THEN m.valid_to END AS valid_to,
+               m.namespace, m.key, CASE WHEN v.past THEN v.value ELSE m.value END AS value
         FROM engram.memories m
         LEFT JOIN LATERAL (
-            SELECT r.content, r.tags, r.metadata FROM engram.revisions r
+            SELECT r.content, r.tags, r.metadata, r.value, true AS past FROM engram.revisions r
             WHERE r.owner = m.owner AND r.memory_id = m.id AND r.written_at <= p_known_at AND r.replaced_at > p_known_at
             ORDER BY r.revision LIMIT 1) v ON true
         WHERE m.owner = s.owner AND m.created_at <= p_known_at
@@ -274,6 +277,7 @@ BEGIN
           AND (s.session_id IS NULL OR m.session_id = s.session_id)
           AND (s.created_after IS NULL OR m.created_at >= s.created_after)
           AND (s.created_before IS NULL OR m.created_at < s.created_before)
+          AND (s.namespace_prefix IS NULL OR m.namespace[1:cardinality(s.namespace_prefix)] = s.namespace_prefix)
     ), legs AS (
         SELECT p.*,
                CASE WHEN p_embedding IS NOT NULL AND p.embedding IS NOT NULL
@@ -283,6 +287,7 @@ BEGIN
         FROM (SELECT q.*, to_tsvector('english', q.content) AS tsv FROM past q) p
         WHERE (s.tags_all IS NULL OR p.tags @> s.tags_all) AND (s.tags_any IS NULL OR p.tags && s.tags_any)
           AND p.valid_from <= v_valid AND (p.valid_to IS NULL OR p.valid_to > v_valid)
+          AND (s.filter IS NULL OR engram._filter_matches(coalesce(p.value, p.metadata), s.filter))
     ), lexed AS (
         -- the text leg's statistics are those of the matching rows, as _lexical's
         SELECT array_agg(l.id) AS ids, array_agg(l.mask) AS masks, array_agg(octet_length(l.content)::float8) AS lens,
@@ -308,7 +313,7 @@ BEGIN
     )
     SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
                          x.trust_score, x.staleness_score, x.created_at, x.source,
-                         x.occurred_at, x.valid_from, x.valid_to)::engram.search_hit
+                         x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
                      ORDER BY x.score DESC, x.id)
     INTO v_hits
     FROM (SELECT y.*, engram.rank_score(engram._window_boosted(greatest(y.relevance, 0)::real, coalesce(p_window @> y.occurred_at, false)),
@@ -336,10 +341,14 @@ CREATE FUNCTION engram.search(
     valid_at timestamptz DEFAULT NULL,
     known_at timestamptz DEFAULT NULL,
     reference_time timestamptz DEFAULT NULL,
-    entity text DEFAULT NULL)
+    entity text DEFAULT NULL,
+    namespace_prefix text[] DEFAULT NULL,
+    filter jsonb DEFAULT NULL,
+    refresh_ttl boolean DEFAULT false)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
                score real, trust_score real, staleness_score real, created_at timestamptz, source text,
-               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz, time_window tstzrange)
+               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz, time_window tstzrange,
+               namespace text[], key text, value jsonb)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_owner  text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
@@ -356,13 +365,14 @@ BEGIN
     PERFORM engram._check_moment('valid_at', search.valid_at);
     PERFORM engram._check_moment('known_at', search.known_at);
     PERFORM engram._check_moment('reference_time', search.reference_time);
+    PERFORM engram._check_item_filters(search.namespace_prefix, search.filter);
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
     v_scope := ROW(v_owner,
             CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
             search.internal_type, search.kinds,
             nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
             search.tags_any, search.session_id, search.created_after, search.created_before,
-            NULL, NULL, NULL, search.valid_at)::engram.read_scope;
+            NULL, NULL, NULL, search.valid_at, search.namespace_prefix, search.filter)::engram.read_scope;
     IF search.entity IS NOT NULL THEN
         PERFORM engram._check_entity('entity', search.entity);
         -- (none when the entity is unknown: nothing is about it)
@@ -385,10 +395,16 @@ BEGIN
                                  search.min_similarity, v_window);
     END IF;
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
+    IF search.refresh_ttl THEN
+        PERFORM engram._refresh_ttl(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
+    END IF;
     IF cardinality(v_hits) = 0 THEN
         PERFORM engram._miss(v_owner, search.query_text, search.query_embedding IS NOT NULL);
     END IF;
-    RETURN QUERY SELECT h.*, v_window FROM unnest(v_hits) h;
+    RETURN QUERY SELECT h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, h.score, h.trust_score,
+                        h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
+                        v_window, h.namespace, h.key, h.value
+                 FROM unnest(v_hits) h;
 END
 $fn$;
 
@@ -401,7 +417,8 @@ CREATE TYPE engram.recalled_memory AS (id uuid, owner text, kind text, source te
                staleness_score real, session_id text, created_at timestamptz,
                updated_at timestamptz, expires_at timestamptz, revision integer,
                revision_count bigint, access_count bigint, last_accessed_at timestamptz,
-               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
+               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz,
+               namespace text[], key text, value jsonb);
 
 -- A memory as recall shows it: an active memory past its expiry shows as
 -- expired (engram.expire() marks it later).
@@ -421,7 +438,8 @@ BEGIN
            r.archive_reason, r.merged_into,
            r.flag_count, r.flagged_at, r.correction_count, r.trust_score, r.staleness_score,
            r.session_id, r.created_at, r.updated_at, r.expires_at, r.revision,
-           v_revisions, coalesce(v_count, 0), v_last, r.occurred_at, r.valid_from, r.valid_to;
+           v_revisions, coalesce(v_count, 0), v_last, r.occurred_at, r.valid_from, r.valid_to,
+           r.namespace, r.key, r.value;
 END
 $fn$;
 
@@ -445,7 +463,8 @@ $fn$;
 CREATE TYPE engram.listed_memory AS (id uuid, content text, kind text, source text, tags text[], metadata jsonb,
                status text, importance real, trust_score real, staleness_score real,
                access_count bigint, created_at timestamptz, updated_at timestamptz,
-               next_cursor text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz);
+               next_cursor text, occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz,
+               namespace text[], key text, value jsonb, expires_at timestamptz);
 
 -- One page of scope s in a given order, with keyset pagination: the body
 -- of engram.list and engram.ghost_list.
@@ -466,6 +485,8 @@ DECLARE
     v_acc_ids uuid[];
     v_acc_n   bigint[];
     v_pub_ids uuid[];
+    -- a filter's equalities, served by the memories_document index
+    v_equal   jsonb := coalesce(engram._filter_equalities(s.filter), '{}');
 BEGIN
     PERFORM engram._check_list(v_status, v_order);
     PERFORM engram._check_scope(s);
@@ -527,6 +548,10 @@ BEGIN
                                           WHERE p.owner = m.owner AND p.memory_id = m.id AND p.space = s.space))
           AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
                                              WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = s.group_id))
+          AND (s.namespace_prefix IS NULL OR (m.namespace >= s.namespace_prefix
+                                              AND m.namespace[1:cardinality(s.namespace_prefix)] = s.namespace_prefix))
+          AND (s.filter IS NULL OR (coalesce(m.value, m.metadata) @> v_equal
+                                    AND engram._filter_matches(coalesce(m.value, m.metadata), s.filter)))
     ), page AS (
         SELECT r.*, row_number() OVER (
                    ORDER BY CASE WHEN v_desc THEN r.key_num END DESC, CASE WHEN v_desc THEN r.id END DESC,
@@ -541,7 +566,7 @@ BEGIN
            p.importance, p.trust_score, p.staleness_score, p.accesses, p.created_at, p.updated_at,
            CASE WHEN p.n = v_limit AND EXISTS (SELECT 1 FROM page q WHERE q.n = v_limit + 1)
                 THEN engram._cursor_encode(v_order, p.key_text, p.id) END,
-           p.occurred_at, p.valid_from, p.valid_to
+           p.occurred_at, p.valid_from, p.valid_to, p.namespace, p.key, p.value, p.expires_at
     FROM page p
     WHERE p.n <= v_limit
     ORDER BY p.n;
@@ -561,19 +586,29 @@ CREATE FUNCTION engram.list(
     descending boolean DEFAULT true,
     "limit" integer DEFAULT 50,
     after text DEFAULT NULL,
-    valid_at timestamptz DEFAULT NULL)
+    valid_at timestamptz DEFAULT NULL,
+    namespace_prefix text[] DEFAULT NULL,
+    filter jsonb DEFAULT NULL,
+    refresh_ttl boolean DEFAULT false)
 RETURNS SETOF engram.listed_memory
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(list.owner, list.internal_type, list.scope_tags, false);
+    v_page  engram.listed_memory[];
 BEGIN
     PERFORM engram._check_flat_filters(list.kinds, list.tags_all, NULL, list.internal_type, list.scope_tags);
     PERFORM engram._check_moment('valid_at', list.valid_at);
-    RETURN QUERY SELECT * FROM engram._list(
+    PERFORM engram._check_item_filters(list.namespace_prefix, list.filter);
+    v_page := ARRAY(SELECT l FROM engram._list(
         ROW(v_owner, NULL, list.internal_type, list.kinds,
             nullif(coalesce(list.tags_all, '{}') || coalesce(list.scope_tags, '{}'), '{}'),
-            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL, list.valid_at)::engram.read_scope,
-        list.status, list.order_by, list.descending, list."limit", list.after);
+            NULL, NULL, list.created_after, list.created_before, NULL, NULL, NULL, list.valid_at,
+            list.namespace_prefix, list.filter)::engram.read_scope,
+        list.status, list.order_by, list.descending, list."limit", list.after) l);
+    IF list.refresh_ttl THEN
+        PERFORM engram._refresh_ttl(v_owner, ARRAY(SELECT p.id FROM unnest(v_page) p));
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(v_page);
 END
 $fn$;
 
@@ -584,7 +619,7 @@ CREATE FUNCTION engram.revisions(
     scope_tags text[] DEFAULT NULL)
 RETURNS TABLE (revision integer, content text, tags text[], metadata jsonb, written_at timestamptz,
                replaced_at timestamptz, reason text, is_correction boolean, changed_by text,
-               is_current boolean)
+               is_current boolean, value jsonb)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(revisions.owner, revisions.internal_type, revisions.scope_tags, false);
@@ -593,10 +628,10 @@ BEGIN
     r := engram._locate(v_owner, revisions.id, revisions.internal_type, revisions.scope_tags, false);
     RETURN QUERY
     SELECT v.revision, v.content, v.tags, v.metadata, v.written_at, v.replaced_at, v.reason,
-           v.is_correction, v.changed_by, false
+           v.is_correction, v.changed_by, false, v.value
     FROM engram.revisions v WHERE v.owner = r.owner AND v.memory_id = r.id
     UNION ALL
-    SELECT r.revision, r.content, r.tags, r.metadata, r.updated_at, NULL, NULL, NULL, NULL, true
+    SELECT r.revision, r.content, r.tags, r.metadata, r.updated_at, NULL, NULL, NULL, NULL, true, r.value
     ORDER BY 1;
 END
 $fn$;

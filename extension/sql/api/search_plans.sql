@@ -20,11 +20,14 @@ CREATE TYPE engram.read_scope AS (
     max_level      smallint,     -- ghost reads: access_level at most this
     space          text,         -- ghost reads: published to this space
     group_id       text,         -- ghost reads: published to this group
-    valid_at       timestamptz); -- memories valid at this moment (NULL: now)
+    valid_at       timestamptz,  -- memories valid at this moment (NULL: now)
+    namespace_prefix text[],     -- keyed memories under this namespace
+    filter         jsonb);       -- engram-core's filter over value/metadata
 
 -- The WHERE clause every scoped read applies, as constant SQL text over
--- numbered parameters: the fields of engram.read_scope as $2..$10 and
--- $13..$16 ($1 is the query, $11 and $12 the row counts). One text for the
+-- numbered parameters: the fields of engram.read_scope as $2..$10,
+-- $13..$16 and $19..$20 ($1 is the query, $11 and $12 the row counts,
+-- $17 and $18 the list path's list and quantized query). One text for the
 -- vector leg, the text leg and the planner estimate, so the scope can never
 -- differ between them. Values are always bound, never spliced in. An active
 -- memory past its expires_at is expired already, before engram.expire()
@@ -54,7 +57,9 @@ BEGIN
           AND ($15::text IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
                                             WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = $15))
           AND m.valid_from <= coalesce($16::timestamptz, now())
-          AND (m.valid_to IS NULL OR m.valid_to > coalesce($16::timestamptz, now()))'::text;
+          AND (m.valid_to IS NULL OR m.valid_to > coalesce($16::timestamptz, now()))
+          AND ($19::text[] IS NULL OR (m.namespace >= $19 AND m.namespace[1:cardinality($19)] = $19))
+          AND ($20::jsonb IS NULL OR engram._filter_matches(coalesce(m.value, m.metadata), $20))'::text;
 END
 $fn$;
 
@@ -133,7 +138,7 @@ BEGIN
     EXECUTE format($f$
 CREATE FUNCTION engram._list_rerank(
     vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text, timestamptz, bigint, bytea,
+    integer, integer, smallint, text, text, timestamptz, bigint, bytea, text[], jsonb,
     OUT ids uuid[], OUT dists float8[], OUT edge float8)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -161,7 +166,7 @@ $body$$f$, engram._list_rerank_query());
         EXECUTE format($f$
 CREATE FUNCTION engram.%I(
     vector, text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
-    integer, integer, smallint, text, text, timestamptz)
+    integer, integer, smallint, text, text, timestamptz, bigint, bytea, text[], jsonb)
 RETURNS TABLE (id uuid, distance float8)
 LANGUAGE plpgsql STABLE
 ROWS 30
@@ -278,12 +283,14 @@ BEGIN
                     EXECUTE engram._list_rerank_query() INTO v_ids, v_dists, v_edge
                         USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                               s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                              v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q;
+                              v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q,
+                              s.namespace_prefix, s.filter;
                 ELSE
                     SELECT r.ids, r.dists, r.edge INTO v_ids, v_dists, v_edge
                     FROM engram._list_rerank(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                                              s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                             v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q) r;
+                                             v_cand, s.max_level, s.space, s.group_id, s.valid_at, v_list, v_q,
+                                             s.namespace_prefix, s.filter) r;
                 END IF;
                 -- Complete when the whole list was reranked, or when the
                 -- n-th row is nearer than any entry outside the candidates
@@ -297,7 +304,8 @@ BEGIN
             RETURN;
         ELSIF coalesce(v_lists, 0) = cardinality(v_keys) AND cardinality(v_keys) <= 2
               AND s.kinds IS NULL AND s.tags_any IS NULL AND s.session_id IS NULL AND s.created_after IS NULL
-              AND s.created_before IS NULL AND s.max_level IS NULL THEN
+              AND s.created_before IS NULL AND s.max_level IS NULL AND s.namespace_prefix IS NULL
+              AND s.filter IS NULL THEN
             -- The list is the scope (one tag at most, no other filter): no
             -- estimate needed. The intersection of several tags is smaller
             -- than any one list, so those scopes take the estimate.
@@ -319,10 +327,12 @@ BEGIN
             -- EXPLAIN only the types of those that do.)
             EXECUTE 'EXPLAIN (FORMAT JSON) SELECT 1 FROM engram.memories m' || c_where
                     || ' AND $1 IS NOT NULL AND $11::integer IS NULL AND $12::integer IS NULL'
+                    || ' AND $17::bigint IS NULL AND $18::bytea IS NULL'
                 INTO v_plan
                 USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                       s.session_id, s.created_after, s.created_before, NULL::integer, NULL::integer,
-                      s.max_level, s.space, s.group_id, s.valid_at;
+                      s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                      s.namespace_prefix, s.filter;
             v_rows := (v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
         END IF;
         v_total := greatest(v_total, v_rows);
@@ -335,7 +345,8 @@ BEGIN
                  SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
                 USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                       s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
-                      s.max_level, s.space, s.group_id, s.valid_at;
+                      s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                      s.namespace_prefix, s.filter;
             RETURN;
         END IF;
     END IF;
@@ -359,7 +370,8 @@ BEGIN
         RETURN QUERY EXECUTE engram._hnsw_walk_query(s.owner IS NOT NULL)
             USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                   s.session_id, s.created_after, s.created_before, p_n, v_fetch,
-                  s.max_level, s.space, s.group_id, s.valid_at;
+                  s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                      s.namespace_prefix, s.filter;
         RETURN;
     END IF;
     IF s.owner IS NULL THEN
@@ -367,13 +379,15 @@ BEGIN
             SELECT w.id, w.distance
             FROM engram._hnsw_walk_shared(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
                                           s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                          v_fetch, s.max_level, s.space, s.group_id, s.valid_at) w;
+                                          v_fetch, s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                               s.namespace_prefix, s.filter) w;
         RETURN;
     END IF;
     RETURN QUERY
         SELECT w.id, w.distance
         FROM engram._hnsw_walk(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                                s.session_id, s.created_after, s.created_before, p_n, v_fetch,
-                               s.max_level, s.space, s.group_id, s.valid_at) w;
+                               s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                               s.namespace_prefix, s.filter) w;
 END
 $fn$;

@@ -123,13 +123,13 @@ BEGIN
         ELSIF v_trust = 0 THEN
             p_denied := 'accessor blocked';
         ELSE
-            s := ROW(p_ghost_id, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_trust, NULL, NULL, NULL);
+            s := ROW(p_ghost_id, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_trust, NULL, NULL, NULL, NULL, NULL);
         END IF;
     WHEN 'space' THEN
-        s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id, NULL, NULL);
+        s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id, NULL, NULL, NULL, NULL);
     WHEN 'group' THEN
         IF EXISTS (SELECT 1 FROM engram.group_members g WHERE g.group_id = p_ghost_id AND g.member = p_accessor) THEN
-            s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id, NULL);
+            s := ROW(NULL, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p_ghost_id, NULL, NULL, NULL);
         ELSE
             p_denied := 'not a member of the group';
         END IF;
@@ -165,7 +165,8 @@ CREATE FUNCTION engram.ghost_search(
     min_similarity real DEFAULT 0)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
                score real, trust_score real, staleness_score real, created_at timestamptz, source text,
-               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz)
+               occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz,
+               namespace text[], key text, value jsonb)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_accessor text := engram._owner(ghost_search.accessor);
