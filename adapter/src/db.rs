@@ -63,6 +63,50 @@ pub async fn reading<F: std::future::Future>(body: F) -> F::Output {
     READ_ONLY.scope(true, body).await
 }
 
+/// An error with its causes, outermost first, each said once: the pool's
+/// "error connecting to server" alone does not say why ("Connection
+/// refused", "password authentication failed", "database ... does not
+/// exist"). Generic wrappers ("db error") are left out.
+pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        let text = text
+            .trim_start_matches("Error occurred while creating a new object: ")
+            .to_string();
+        if text != "db error" && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
+/// What to check when the database cannot be reached, from the cause.
+fn connect_hint(causes: &str) -> &'static str {
+    let c = causes.to_lowercase();
+    if c.contains("connection refused") || c.contains("no such file or directory") {
+        "is PostgreSQL running and listening at the host and port of --database-url (ENGRAM_DATABASE_URL)?"
+    } else if c.contains("password authentication failed") || c.contains("authentication") {
+        "check the user and password of --database-url"
+    } else if c.contains("database") && c.contains("does not exist") {
+        "create the database (CREATE DATABASE ...; CREATE EXTENSION engram CASCADE) or fix dbname in --database-url"
+    } else if c.contains("role") && c.contains("does not exist") {
+        "create the login role (CREATE ROLE engram_mcp LOGIN IN ROLE engram_agent) or fix user in --database-url"
+    } else if c.contains("timed out") || c.contains("timeout") {
+        "the database did not answer in time: check the host, the network and the server's load"
+    } else {
+        "check --database-url and that the server accepts connections"
+    }
+}
+
+/// A connection that could not be made, with its causes and what to check.
+pub fn connect_error(e: &PoolError) -> String {
+    let causes = with_causes(e);
+    format!("{causes}; {}", connect_hint(&causes))
+}
+
 /// A failed database call: the SQLSTATE (when Postgres raised it) and message.
 #[derive(Debug)]
 pub struct DbError {
@@ -156,7 +200,7 @@ impl From<tokio_postgres::Error> for DbError {
             },
             None => DbError {
                 code: None,
-                message: format!("the database connection failed: {e}"),
+                message: format!("the database connection failed: {}", with_causes(&e)),
             },
         };
         // A NUL character in a text or JSON argument: Postgres cannot store
@@ -192,7 +236,7 @@ impl From<PoolError> for DbError {
             PoolError::Timeout(_) => {
                 "the database is busy (no connection free within the pool's wait timeout); retry shortly".to_string()
             }
-            e => format!("database unavailable: {e}; retry shortly"),
+            e => format!("database unavailable: {}; retry shortly", connect_error(&e)),
         };
         DbError { code: None, message }
     }
@@ -263,7 +307,7 @@ impl Db {
     /// superuser or BYPASSRLS role, a member of one (it can SET ROLE to it),
     /// or a role that may set engram.owner itself.
     pub async fn check_login_role(&self) -> anyhow::Result<String> {
-        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!(connect_error(&e)))?;
         let row = client
             .query_one(
                 "SELECT current_user::text,
@@ -273,7 +317,8 @@ impl Db {
                         pg_has_role(current_user, 'engram_agent', 'MEMBER')",
                 &[],
             )
-            .await?;
+            .await
+            .map_err(|e| anyhow::anyhow!(with_causes(&e)))?;
         let (role, elevated, member): (String, bool, bool) = (row.get(0), row.get(1), row.get(2));
         if elevated {
             anyhow::bail!(
@@ -294,7 +339,7 @@ impl Db {
     /// Fails, saying what to run, unless the database's engram is a version
     /// this engram-mcp's calls match (compat::EXTENSION_VERSIONS).
     pub async fn check_extension(&self) -> anyhow::Result<()> {
-        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let client = self.pool.get().await.map_err(|e| anyhow::anyhow!(connect_error(&e)))?;
         check_extension_of(&client).await
     }
 
@@ -405,6 +450,11 @@ impl Db {
     /// The embedding dimension the database stores.
     pub async fn dims(&self) -> Result<i32, DbError> {
         self.scalar("SELECT engram._dims()").await
+    }
+
+    /// The embedding model on record (engram.configure(embedding_model => ...)).
+    pub async fn embedding_model(&self) -> Result<Option<String>, DbError> {
+        self.scalar("SELECT engram.embedding_model()").await
     }
 
     /// The dimension of image embeddings (engram.configure(image_dims => ...)).

@@ -152,6 +152,32 @@ pub(crate) struct Started {
     pub dims: i32,
 }
 
+/// The stored vectors come from one model: serving with another would mix
+/// two vector spaces (of one dimension, nothing else would notice).
+async fn check_model(db: &db::Db, model: &str) -> anyhow::Result<()> {
+    let recorded = db
+        .embedding_model()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the engram database: {e}"))?;
+    match recorded {
+        Some(r) if r != model => bail!(
+            "the database's embeddings come from model {r}, but this engram-mcp embeds with {model}; start it \
+             with the embedder of {r}, or re-embed into a new database with this one: engram-mcp export \
+             --all-owners --out all.jsonl from this database, SELECT engram.configure(embedding_model => '{model}') \
+             in the new one, then engram-mcp import --all-owners --reembed all.jsonl there (docs/OPERATIONS.md)"
+        ),
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(
+                model,
+                "no embedding model on record; a DBA records this one with \
+                 SELECT engram.configure(embedding_model => '{model}'), so that another model is refused"
+            );
+            Ok(())
+        }
+    }
+}
+
 pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     // Flags first: a typo should not wait for the model to load.
     let mut groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
@@ -197,6 +223,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
             embedder.dims()
         );
     }
+    check_model(&db, &embedder.model()).await?;
     // A check against a real embedding service at start-up, not at the first call.
     let probe = embedder.embed(&["engram start-up check".to_string()]).await?;
     engram_embed::check_dims(&probe, dims as usize)?;
@@ -545,6 +572,7 @@ async fn check_health(shared: &Shared) -> (StatusCode, serde_json::Value) {
         "database": database,
         "embedder": embedder,
         "model": shared.embedder.name(),
+        "embedding_model": shared.embedder.model(),
     });
     if let (Some(state), Some(v)) = (image_embedder, shared.vision.as_deref()) {
         body["image_embedder"] = state.into();

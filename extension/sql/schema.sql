@@ -95,8 +95,9 @@ CREATE INDEX memories_expiry ON engram.memories (expires_at)
 CREATE INDEX memories_retired ON engram.memories (status, coalesce(archived_at, updated_at))
     WHERE status <> 'active';
 CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE status = 'active';
--- One active memory per key; prefix scans of an owner's namespaces.
-CREATE UNIQUE INDEX memories_key ON engram.memories (owner, namespace, key)
+-- An owner's namespaces, for prefix scans. (One active memory per key and
+-- context: the dedup key of a keyed memory is its address, memories_dedup.)
+CREATE INDEX memories_namespace ON engram.memories (owner, namespace)
     WHERE key IS NOT NULL AND status = 'active';
 -- The documents filters read (a keyed memory's value, else the metadata):
 -- a filter's equalities are a containment this index serves.

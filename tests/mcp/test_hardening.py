@@ -18,7 +18,7 @@ import time
 import httpx
 import pytest
 
-from conftest import INITIALIZE, JSON_HEADERS, call, free_port, mcp_session, new_database, psql, serving, start
+from conftest import HOST, INITIALIZE, JSON_HEADERS, PORT, call, free_port, mcp_session, new_database, psql, serving, start
 from test_security import _Embeddings as Embeddings, locked_memories
 
 pytestmark = pytest.mark.anyio
@@ -416,3 +416,40 @@ async def test_messages_use_the_tools_words_and_cap_echoes(server, tokens):
     # a long accepted id is echoed capped
     r = httpx.get(server + "/api/memories/" + "q" * 3000, headers=bearer(tokens["alice"]), timeout=10)
     assert r.status_code == 400 and len(r.text) < 400
+
+
+# ---- the embedding model on record ----------------------------------------------
+
+
+def test_engram_mcp_refuses_another_model_than_the_one_on_record():
+    database = new_database()
+    psql(database, "SELECT engram.configure(embedding_model => 'openai:text-embedding-3-small')")
+    with pytest.raises(RuntimeError) as e:
+        start(database)
+    message = str(e.value)
+    assert "openai:text-embedding-3-small" in message and "local:all-MiniLM-L6-v2" in message, message
+    assert "--reembed" in message, message
+    # Recorded as the model it embeds with, it serves.
+    psql(database, "SELECT engram.configure(embedding_model => 'local:all-MiniLM-L6-v2')")
+    with serving(database) as base:
+        assert httpx.get(base + "/health", timeout=10).status_code == 200
+
+
+# ---- database errors that say what to fix -----------------------------------------
+
+
+@pytest.mark.parametrize("url, cause, hint", [
+    (f"host={HOST} port={free_port()} user=engram_mcp dbname=postgres", "No such file or directory",
+     "is PostgreSQL running"),
+    (f"host=127.0.0.1 port={free_port()} user=engram_mcp dbname=postgres", "Connection refused",
+     "is PostgreSQL running"),
+    (f"host={HOST} port={PORT} user=engram_mcp dbname=no_such_db", 'database "no_such_db" does not exist',
+     "create the database"),
+    (f"host={HOST} port={PORT} user=no_such_role dbname=postgres", 'role "no_such_role" does not exist',
+     "create the login role"),
+])
+def test_a_database_that_cannot_be_used_is_named_with_its_cause(url, cause, hint):
+    with pytest.raises(RuntimeError) as e:
+        start("postgres", env_extra={"ENGRAM_DATABASE_URL": url})
+    message = str(e.value)
+    assert cause in message and hint in message, message

@@ -441,7 +441,8 @@ async fn keys_belong_to_their_owner_and_context() {
         Some(json!({"pin": "4711"}))
     );
 
-    // An agent-context item: the normal context cannot revise it.
+    // Each context has its own keys: an agent-context item neither shows
+    // in nor blocks the normal context's item at the same address.
     db.admin
         .query_one(
             "SELECT status FROM engram.put(owner => 'alice', namespace => '{work}', key => 'plan',
@@ -450,16 +451,106 @@ async fn keys_belong_to_their_owner_and_context() {
         )
         .await
         .unwrap();
-    let (code, message) = sqlstate(
-        db.admin
-            .query("SELECT * FROM engram.put(owner => 'alice', namespace => '{work}', key => 'plan', value => '{\"step\": 2}')", &[])
-            .await,
-    );
-    assert_eq!(code, "42501", "{message}");
     assert_eq!(
         get(&db.admin, "alice", &["work"], "plan").await,
         None,
         "another context's item is not read"
+    );
+    let names = column::<Vec<String>>(&db.admin, "SELECT n FROM engram.namespaces(owner => 'alice') n").await;
+    assert!(!names.contains(&vec!["work".to_string()]), "{names:?}");
+    let (status, _, _) = put(&db.admin, "alice", &["work"], "plan", json!({"step": 2}), "").await;
+    assert_eq!(status, "created");
+    let agent_view: Value = db
+        .admin
+        .query_one(
+            "SELECT value FROM engram.get_key(owner => 'alice', namespace => '{work}', key => 'plan',
+                                              internal_type => 'agent')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(agent_view, json!({"step": 1}));
+}
+
+/// A put states what holds now: revising an item that a correction
+/// superseded makes it valid again, and reads return it.
+#[tokio::test]
+async fn a_put_revives_a_superseded_item() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let (_, id, _) = put(a, "alice", &["cfg"], "v", json!({"v": 1}), "").await;
+    let (status, _, _) = remember(
+        a,
+        "alice",
+        "v is 2 now",
+        &axis(4, 2, 0.0),
+        &format!("supersedes => ARRAY['{id}']::uuid[]"),
+    )
+    .await;
+    assert_eq!(status, "created");
+    assert!(column::<String>(
+        a,
+        "SELECT key FROM engram.list(owner => 'alice', namespace_prefix => '{cfg}')"
+    )
+    .await
+    .is_empty());
+    let (status, same, revision) = put(a, "alice", &["cfg"], "v", json!({"v": 3}), "").await;
+    assert_eq!((status.as_str(), same, revision), ("revised", id, 2));
+    let row = a
+        .query_one(
+            "SELECT valid_to IS NULL, flag_reason IS NULL FROM engram.memories WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0) && row.get::<_, bool>(1));
+    assert_eq!(
+        column::<String>(
+            a,
+            "SELECT key FROM engram.list(owner => 'alice', namespace_prefix => '{cfg}')"
+        )
+        .await,
+        vec!["v"]
+    );
+}
+
+/// A read that renews a lifetime never undoes a put that changed it
+/// meanwhile.
+#[tokio::test]
+async fn a_renewal_never_overrides_a_concurrent_put() {
+    let db = TestDb::new(4).await;
+    let (_, id, _) = put(&db.admin, "alice", &["s"], "k", json!({"v": 1}), "ttl => '1 hour'").await;
+    let writer = db.admin_connection().await;
+    writer.batch_execute("BEGIN").await.unwrap();
+    writer
+        .query_one(
+            "SELECT status FROM engram.put(owner => 'alice', namespace => '{s}', key => 'k', value => '{\"v\": 2}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let reader = db.admin_connection().await;
+    let read = tokio::spawn(async move {
+        reader
+            .query("SELECT * FROM engram.list(owner => 'alice', refresh_ttl => true)", &[])
+            .await
+            .map(|rows| rows.len())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    writer.batch_execute("COMMIT").await.unwrap();
+    read.await.unwrap().unwrap();
+    let row = db
+        .admin
+        .query_one(
+            "SELECT ttl IS NULL, expires_at IS NULL FROM engram.memories WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert!(
+        row.get::<_, bool>(0) && row.get::<_, bool>(1),
+        "the put made it permanent"
     );
 }
 
@@ -613,5 +704,53 @@ async fn the_embedding_model_is_on_record() {
             .query("SELECT engram.configure(embedding_model => 'x')", &[])
             .await,
     );
+    assert_eq!(code, "42501");
+}
+
+/// A user erases all of their own memories (self-service): every memory
+/// of theirs goes, in every context, with its revisions; another owner's,
+/// their tokens and slots stay; an agent context cannot do it.
+#[tokio::test]
+async fn a_user_erases_their_own_memories() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    put(a, "alice", &["prefs"], "theme", json!({"theme": "dark"}), "").await;
+    put(a, "alice", &["prefs"], "theme", json!({"theme": "light"}), "").await;
+    create(a, "alice", "alice likes tea", &axis(4, 0, 0.0), "").await;
+    create(a, "bob", "bob likes coffee", &axis(4, 1, 0.0), "").await;
+    a.batch_execute("SELECT engram.slot_set(owner => 'alice', label => 'plan', content => 'ship')")
+        .await
+        .unwrap();
+    let agent_ctx = db
+        .platform_agent("platform", "act_as => $2, internal_type => 'agent'", &["alice"])
+        .await;
+    let (code, _) = sqlstate(agent_ctx.query("SELECT engram.erase_memories()", &[]).await);
+    assert_eq!(code, "42501");
+    let alice = db.agent("alice").await;
+    let counts: Value = alice
+        .query_one("SELECT engram.erase_memories()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(counts["memories"], 2);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'alice'").await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.revisions WHERE owner = 'alice'").await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'bob'").await,
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.slots WHERE owner = 'alice'").await,
+        1
+    );
+    // The token still works: alice starts again.
+    put(&alice, "alice", &["prefs"], "theme", json!({"theme": "dark"}), "").await;
+    let (code, _) = sqlstate(alice.query("SELECT engram.erase_memories(owner => 'bob')", &[]).await);
     assert_eq!(code, "42501");
 }

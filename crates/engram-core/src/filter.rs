@@ -157,13 +157,19 @@ fn equal(a: &Value, b: &Value) -> bool {
 
 fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+        (Value::Number(x), Value::Number(y)) => match (integer(x), integer(y)) {
             (Some(i), Some(j)) => Some(i.cmp(&j)),
             _ => x.as_f64()?.partial_cmp(&y.as_f64()?),
         },
         (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
         _ => None,
     }
+}
+
+/// An integer of JSON exactly (i64 or u64), for comparisons without
+/// rounding; None for a number with a fraction or exponent.
+fn integer(n: &serde_json::Number) -> Option<i128> {
+    n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from))
 }
 
 /// The fields of `filter` that must equal a scalar value (plain or `$eq`),
@@ -247,9 +253,11 @@ mod tests {
 
     #[test]
     fn large_integers_compare_exactly() {
-        let doc = json!({"id": 9_007_199_254_740_993_i64});
+        let doc = json!({"id": 9_007_199_254_740_993_i64, "big": u64::MAX});
         assert!(!matches(&doc, &json!({"id": 9_007_199_254_740_992_i64})));
         assert!(matches(&doc, &json!({"id": {"$gt": 9_007_199_254_740_992_i64}})));
+        assert!(!matches(&doc, &json!({"big": u64::MAX - 1})));
+        assert!(matches(&doc, &json!({"big": {"$gt": i64::MAX}})));
     }
 
     #[test]

@@ -4,13 +4,17 @@
 //! A namespace is a path of labels, such as `["users", "u42", "prefs"]`.
 //! In a URL's query string it is written dot-joined (`users.u42.prefs`),
 //! so a label holds no `.`; labels are never empty, and a path is at most
-//! [`MAX_DEPTH`] labels of [`MAX_LABEL_BYTES`] each.
+//! [`MAX_DEPTH`] labels of [`MAX_LABEL_BYTES`] each, [`MAX_NAMESPACE_BYTES`]
+//! in all.
 
 use crate::error::{echo, Error, Result, Sqlstate};
 
 pub const MAX_DEPTH: usize = 16;
 pub const MAX_LABEL_BYTES: usize = 256;
 pub const MAX_KEY_BYTES: usize = 1024;
+/// The labels of a namespace together, in bytes: the namespace is an index
+/// key (beside the owner), which a btree holds up to ~2.7 KB.
+pub const MAX_NAMESPACE_BYTES: usize = 1024;
 
 const NAMESPACE_HINT: &str = "pass a namespace such as [\"users\", \"u42\"]: 1 to 16 non-empty labels without '.'";
 
@@ -24,6 +28,14 @@ pub fn check_namespace(what: &str, labels: &[Option<&str>], allow_empty: bool) -
         return Err(Error::new(
             Sqlstate::ProgramLimitExceeded,
             format!("{what} has {} labels; at most {MAX_DEPTH}", labels.len()),
+            NAMESPACE_HINT,
+        ));
+    }
+    let total: usize = labels.iter().flatten().map(|l| l.len()).sum();
+    if total > MAX_NAMESPACE_BYTES {
+        return Err(Error::new(
+            Sqlstate::ProgramLimitExceeded,
+            format!("{what} holds {total} bytes of labels; at most {MAX_NAMESPACE_BYTES}"),
             NAMESPACE_HINT,
         ));
     }
@@ -111,6 +123,12 @@ mod tests {
         );
         let long = "x".repeat(MAX_LABEL_BYTES + 1);
         assert!(check_namespace("namespace", &[Some(long.as_str())], false).is_err());
+        let label = "x".repeat(MAX_LABEL_BYTES);
+        let wide: Vec<Option<&str>> = (0..5).map(|_| Some(label.as_str())).collect();
+        assert_eq!(
+            check_namespace("namespace", &wide, false).unwrap_err().sqlstate,
+            Sqlstate::ProgramLimitExceeded
+        );
     }
 
     #[test]

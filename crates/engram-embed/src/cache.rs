@@ -88,6 +88,10 @@ impl<E: Embedder> Embedder for Cached<E> {
         self.inner.name()
     }
 
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+
     fn dims(&self) -> usize {
         self.inner.dims()
     }

@@ -42,6 +42,12 @@ pub enum EmbedError {
 pub trait Embedder: Send + Sync {
     /// A short description for logs and `/health` (e.g. `local:all-MiniLM-L6-v2`).
     fn name(&self) -> String;
+    /// The model whose vector space the vectors are in, as the database
+    /// records it (`engram.configure(embedding_model => ...)`): two
+    /// providers of one model (the local int8 and f32 runtimes) share it.
+    fn model(&self) -> String {
+        self.name()
+    }
     /// The dimension of every vector this provider returns.
     fn dims(&self) -> usize;
     /// One vector per text, in order.
@@ -53,6 +59,9 @@ pub trait Embedder: Send + Sync {
 impl Embedder for Box<dyn Embedder> {
     fn name(&self) -> String {
         (**self).name()
+    }
+    fn model(&self) -> String {
+        (**self).model()
     }
     fn dims(&self) -> usize {
         (**self).dims()

@@ -234,6 +234,11 @@ impl Embedder for OnnxEmbedder {
         "local:all-MiniLM-L6-v2-int8".to_string()
     }
 
+    /// The f32 model's vector space: the int8 weights are its quantization.
+    fn model(&self) -> String {
+        "local:all-MiniLM-L6-v2".to_string()
+    }
+
     fn dims(&self) -> usize {
         self.inner.dims
     }

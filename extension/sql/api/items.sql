@@ -4,7 +4,9 @@
 
 -- A keyed memory is an ordinary memory (searched, listed, flagged, erased,
 -- exported like the rest) that also has an address: (owner, namespace,
--- key), unique among the owner's active memories. put() writes it whole:
+-- key), unique among the owner's active memories of one context (the
+-- normal one, an agent's, each ghost scope: a context neither sees nor
+-- blocks another's keys). put() writes it whole:
 -- the first put creates it, each later one makes a new revision of the
 -- same memory (the earlier content, tags, metadata and value stay in
 -- engram.revisions). A put is never refused as a duplicate of another
@@ -21,15 +23,33 @@ BEGIN
 END
 $fn$;
 
+-- A namespace argument (p_what): a one-dimensional array from index 1
+-- (what = and the dedup key compare alike), of labels engram-core's items
+-- accepts. p_allow_empty: a prefix or suffix may be empty.
+CREATE FUNCTION engram._check_path(p_what text, p_labels text[], p_allow_empty boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+    IF array_ndims(p_labels) > 1 OR array_lower(p_labels, 1) <> 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array of labels', p_what
+            USING ERRCODE = '22023', HINT = 'pass it as ARRAY[''users'', ''u42''] or ''{users,u42}''';
+    END IF;
+    PERFORM engram._check_namespace(p_what, p_labels, p_allow_empty);
+END
+$fn$;
+
 -- The namespace prefix and filter of list and search, checked before any
--- row is read.
+-- row is read. A filter is a query: at most 16 KiB.
 CREATE FUNCTION engram._check_item_filters(p_namespace_prefix text[], p_filter jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
     IF p_namespace_prefix IS NOT NULL THEN
-        PERFORM engram._check_namespace('namespace_prefix', p_namespace_prefix, true);
+        PERFORM engram._check_path('namespace_prefix', p_namespace_prefix, true);
     END IF;
     IF p_filter IS NOT NULL THEN
+        IF octet_length(p_filter::text) > 16384 THEN
+            RAISE EXCEPTION 'filter is % bytes; the limit is 16384', octet_length(p_filter::text)
+                USING ERRCODE = '54000', HINT = 'narrow the filter, or filter the rest in the application';
+        END IF;
         PERFORM engram._check_doc('filter', p_filter);
         PERFORM engram._check_filter(p_filter);
     END IF;
@@ -54,27 +74,32 @@ BEGIN
           AND m.status = 'active' AND m.expires_at > now()
         ORDER BY m.id  -- a fixed lock order
     LOOP
+        -- (the ttl read above, still: a put that changed it meanwhile set
+        -- the lifetime it wanted)
         UPDATE engram.memories AS m SET expires_at = now() + r.ttl
-        WHERE m.owner = p_owner AND m.id = r.id;
+        WHERE m.owner = p_owner AND m.id = r.id AND m.ttl = r.ttl AND m.status = 'active';
     END LOOP;
 END
 $fn$;
 
--- The owner's active memory at (p_namespace, p_key), of any context; an
--- active one past its expiry is marked expired (it frees the key) and not
--- returned. p_lock: locked for a write.
-CREATE FUNCTION engram._item(p_owner text, p_namespace text[], p_key text, p_lock boolean)
+-- The owner's active memory at (p_namespace, p_key) in the context
+-- (p_internal_type, ghost scope p_scope), found by its dedup key; an active
+-- one past its expiry is marked expired (it frees the key) when p_lock
+-- (locked for a write), and not returned.
+CREATE FUNCTION engram._item(p_owner text, p_namespace text[], p_key text, p_internal_type text, p_scope text[],
+                             p_lock boolean)
 RETURNS engram.memories LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_key bytea := engram._item_dedup_key(p_namespace, p_key, p_internal_type, p_scope);
     r engram.memories;
 BEGIN
     IF p_lock THEN
         SELECT m.* INTO r FROM engram.memories m
-        WHERE m.owner = p_owner AND m.namespace = p_namespace AND m.key = p_key AND m.status = 'active'
+        WHERE m.owner = p_owner AND m.dedup_key = v_key AND m.status = 'active'
         FOR UPDATE;
     ELSE
         SELECT m.* INTO r FROM engram.memories m
-        WHERE m.owner = p_owner AND m.namespace = p_namespace AND m.key = p_key AND m.status = 'active';
+        WHERE m.owner = p_owner AND m.dedup_key = v_key AND m.status = 'active';
     END IF;
     IF FOUND AND r.expires_at <= now() THEN
         IF p_lock THEN
@@ -92,9 +117,11 @@ $fn$;
 -- what search reads (default: the value's JSON text); embedding its vector
 -- (NULL: found by words and filters only). Everything else is the item's
 -- whole new state: tags, metadata, value and ttl replace the old ones
--- (ttl NULL: it never expires). Returns 'created' (a new memory),
--- 'revised' (a new revision of the memory at that key) or 'unchanged'
--- (the same state again: no revision; the lifetime starts again).
+-- (ttl NULL: it never expires), and it holds from now on (a revision of
+-- a memory that a correction closed is valid again; the supersession's
+-- flag is lifted). Returns 'created' (a new memory), 'revised' (a new
+-- revision of the memory at that key) or 'unchanged' (the same state
+-- again: no revision; the lifetime starts again).
 CREATE FUNCTION engram.put(
     owner text DEFAULT NULL,
     namespace text[] DEFAULT NULL,
@@ -122,8 +149,10 @@ DECLARE
     v_key      bytea;
     r          engram.memories;
     v_id       uuid;
+    v_superseded boolean;
+    v_flags    integer;
 BEGIN
-    PERFORM engram._check_namespace('namespace', put.namespace, false);
+    PERFORM engram._check_path('namespace', put.namespace, false);
     PERFORM engram._check_key(put.key);
     IF put.value IS NOT NULL THEN
         IF jsonb_typeof(put.value) <> 'object' THEN
@@ -154,7 +183,7 @@ BEGIN
         PERFORM engram._check_image_refs(v_owner, v_metadata);
     END IF;
     v_key := engram._item_dedup_key(put.namespace, put.key, put.internal_type, engram._scope_of(v_tags));
-    r := engram._item(v_owner, put.namespace, put.key, true);
+    r := engram._item(v_owner, put.namespace, put.key, put.internal_type, engram._scope_of(v_tags), true);
 
     IF r.id IS NULL THEN
         INSERT INTO engram.memories AS m
@@ -171,21 +200,20 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The key is held in another context (a ghost's or agent's scope, or
-    -- the normal one): not this caller's to revise.
-    IF r.internal_type IS DISTINCT FROM put.internal_type OR r.dedup_key <> v_key THEN
-        RAISE EXCEPTION 'the key % of this namespace is held by a memory of another context or scope', engram._echo(put.key)
-            USING ERRCODE = '42501', HINT = 'put it under another key, or from the context that wrote it';
-    END IF;
     PERFORM engram._require_writable(r, 'put');
+    v_superseded := coalesce(r.flag_reason LIKE 'superseded by %', false);
     IF r.content = v_content AND r.tags = v_tags AND r.metadata = v_metadata
        AND r.value IS NOT DISTINCT FROM put.value AND r.kind = v_kind
-       AND r.embedding IS NOT DISTINCT FROM put.embedding THEN
+       AND r.embedding IS NOT DISTINCT FROM put.embedding AND r.importance = put.importance
+       AND r.author_type = put.author_type AND r.valid_to IS NULL AND NOT v_superseded THEN
         UPDATE engram.memories AS m SET expires_at = now() + put.ttl, ttl = put.ttl
         WHERE m.owner = v_owner AND m.id = r.id;
+        PERFORM engram._audit(v_owner, 'put', r.id,
+            jsonb_build_object('kind', v_kind, 'revision', r.revision, 'unchanged', true));
         RETURN QUERY SELECT 'unchanged'::text, r.id, r.revision;
         RETURN;
     END IF;
+    v_flags := CASE WHEN v_superseded THEN greatest(r.flag_count - 1, 0) ELSE r.flag_count END;
     INSERT INTO engram.revisions AS v
         (memory_id, revision, owner, content, tags, metadata, written_at, reason, is_correction, changed_by, value)
     VALUES (r.id, r.revision, r.owner, r.content, r.tags, r.metadata, r.updated_at,
@@ -201,11 +229,21 @@ BEGIN
         ttl = put.ttl,
         expires_at = now() + put.ttl,
         importance = put.importance,
+        author_type = put.author_type,
         revision = r.revision + 1,
-        updated_at = now()
+        updated_at = now(),
+        -- what a put states holds now
+        valid_to = NULL,
+        invalidated_at = NULL,
+        flag_count = v_flags,
+        flagged_at = CASE WHEN v_flags = 0 THEN NULL ELSE r.flagged_at END,
+        flag_reason = CASE WHEN v_superseded THEN NULL ELSE r.flag_reason END,
+        trust_score = engram._trust_at(now(), engram._setting_trust_half_life_days(), put.author_type,
+                                       r.created_at, v_flags)
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'put', r.id,
-        jsonb_build_object('kind', v_kind, 'revision', r.revision + 1, 'content_changed', v_content <> r.content));
+        jsonb_build_object('kind', v_kind, 'revision', r.revision + 1, 'content_changed', v_content <> r.content,
+                           'reopened', r.valid_to IS NOT NULL OR v_superseded));
     RETURN QUERY SELECT 'revised'::text, r.id, r.revision + 1;
 END
 $fn$;
@@ -230,15 +268,15 @@ DECLARE
     v_owner text := engram._caller(get_key.owner, get_key.internal_type, get_key.scope_tags, false);
     r       engram.memories;
 BEGIN
-    PERFORM engram._check_namespace('namespace', get_key.namespace, false);
+    PERFORM engram._check_path('namespace', get_key.namespace, false);
     PERFORM engram._check_key(get_key.key);
-    r := engram._item(v_owner, get_key.namespace, get_key.key, false);
-    IF r.id IS NULL OR r.internal_type IS DISTINCT FROM get_key.internal_type
-       OR NOT r.tags @> coalesce(get_key.scope_tags, '{}') THEN
+    r := engram._item(v_owner, get_key.namespace, get_key.key, get_key.internal_type,
+                      engram._scope_of(coalesce(get_key.scope_tags, '{}')), false);
+    IF r.id IS NULL OR NOT r.tags @> coalesce(get_key.scope_tags, '{}') THEN
         RETURN;
     END IF;
     PERFORM engram._touch(v_owner, ARRAY[r.id]);
-    IF get_key.refresh_ttl AND r.ttl IS NOT NULL THEN
+    IF get_key.refresh_ttl AND r.ttl IS NOT NULL AND NOT current_setting('transaction_read_only')::boolean THEN
         PERFORM engram._refresh_ttl(v_owner, ARRAY[r.id]);
         r.expires_at := now() + r.ttl;
     END IF;
@@ -263,12 +301,12 @@ DECLARE
     v_owner text := engram._caller(delete_key.owner, delete_key.internal_type, delete_key.scope_tags, true);
     r       engram.memories;
 BEGIN
-    PERFORM engram._check_namespace('namespace', delete_key.namespace, false);
+    PERFORM engram._check_path('namespace', delete_key.namespace, false);
     PERFORM engram._check_key(delete_key.key);
     PERFORM engram._lock_owner(v_owner);
-    r := engram._item(v_owner, delete_key.namespace, delete_key.key, true);
-    IF r.id IS NULL OR r.internal_type IS DISTINCT FROM delete_key.internal_type
-       OR NOT r.tags @> coalesce(delete_key.scope_tags, '{}') THEN
+    r := engram._item(v_owner, delete_key.namespace, delete_key.key, delete_key.internal_type,
+                      engram._scope_of(coalesce(delete_key.scope_tags, '{}')), true);
+    IF r.id IS NULL OR NOT r.tags @> coalesce(delete_key.scope_tags, '{}') THEN
         RETURN false;
     END IF;
     RETURN engram.forget(owner => v_owner, id => r.id, reason => coalesce(delete_key.reason, 'deleted by key'),
@@ -295,8 +333,12 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
     v_owner text := engram._caller(namespaces.owner, namespaces.internal_type, namespaces.scope_tags, false);
 BEGIN
-    PERFORM engram._check_namespace('prefix', namespaces.prefix, true);
-    PERFORM engram._check_namespace('suffix', namespaces.suffix, true);
+    IF namespaces.prefix IS NOT NULL THEN
+        PERFORM engram._check_path('prefix', namespaces.prefix, true);
+    END IF;
+    IF namespaces.suffix IS NOT NULL THEN
+        PERFORM engram._check_path('suffix', namespaces.suffix, true);
+    END IF;
     IF namespaces.max_depth IS NOT NULL AND namespaces.max_depth < 1 THEN
         RAISE EXCEPTION 'max_depth % is below 1; pass the number of labels to keep, or NULL for all', namespaces.max_depth
             USING ERRCODE = '22023';
@@ -314,6 +356,7 @@ BEGIN
       AND m.internal_type IS NOT DISTINCT FROM namespaces.internal_type
       AND m.tags @> coalesce(namespaces.scope_tags, '{}')
       AND (namespaces.prefix IS NULL OR (m.namespace >= namespaces.prefix
+           AND (cardinality(namespaces.prefix) = 0 OR m.namespace < engram._namespace_bound(namespaces.prefix))
            AND m.namespace[1:cardinality(namespaces.prefix)] = namespaces.prefix))
       AND (namespaces.suffix IS NULL OR cardinality(namespaces.suffix) = 0
            OR m.namespace[cardinality(m.namespace) - cardinality(namespaces.suffix) + 1:] = namespaces.suffix)

@@ -161,6 +161,36 @@ BEGIN
 END
 $fn$;
 
+-- A user's erasure of their own memories (self-service; erase_owner is the
+-- DBA's erasure of everything of an owner): every memory of the caller's
+-- owner, in every context, with its revisions, access statistics,
+-- entities, scope-list entries and the images only it held (by foreign
+-- key and trigger), and the owner's recorded search misses. Tokens,
+-- slots, workspaces, states, grants and the audit log stay: they are not
+-- memories. One audit row records how many went. Returns the counts.
+CREATE FUNCTION engram.erase_memories(owner text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_owner text := engram._caller(erase_memories.owner, NULL, NULL, true);
+    v_memories bigint;
+    v_misses bigint;
+BEGIN
+    IF jsonb_typeof(engram._binding() -> 'internal') = 'object' THEN
+        RAISE EXCEPTION 'an agent or ghost conversation cannot erase its owner''s memories; the user does, bound without an internal context'
+            USING ERRCODE = '42501';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
+    DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
+    DELETE FROM engram.memories m WHERE m.owner = v_owner;
+    GET DIAGNOSTICS v_memories = ROW_COUNT;
+    DELETE FROM engram.misses x WHERE x.owner = v_owner;
+    GET DIAGNOSTICS v_misses = ROW_COUNT;
+    PERFORM engram._audit(v_owner, 'erase_memories', NULL,
+        jsonb_build_object('memories', v_memories, 'misses', v_misses));
+    RETURN jsonb_build_object('memories', v_memories, 'misses', v_misses);
+END
+$fn$;
+
 -- Export and import (engram-mcp export / import; docs/OPERATIONS.md): one
 -- JSON object per memory, with its embedding (pgvector's text form, exact),
 -- tags, metadata, status and lifecycle columns, and its revisions. For
@@ -252,7 +282,7 @@ BEGIN
     r.invalidated_at := CASE WHEN r.valid_to IS NOT NULL THEN coalesce(r.invalidated_at, r.updated_at, now()) END;
     -- A keyed memory keeps its address (an export older than 0.16.0 has none).
     IF r.key IS NOT NULL OR r.namespace IS NOT NULL THEN
-        PERFORM engram._check_namespace('namespace', r.namespace, false);
+        PERFORM engram._check_path('namespace', r.namespace, false);
         PERFORM engram._check_key(r.key);
     END IF;
     IF r.value IS NOT NULL THEN

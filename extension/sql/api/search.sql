@@ -549,7 +549,8 @@ BEGIN
           AND (s.group_id IS NULL OR EXISTS (SELECT 1 FROM engram.publications p
                                              WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = s.group_id))
           AND (s.namespace_prefix IS NULL OR (m.namespace >= s.namespace_prefix
-                                              AND m.namespace[1:cardinality(s.namespace_prefix)] = s.namespace_prefix))
+               AND (cardinality(s.namespace_prefix) = 0 OR m.namespace < engram._namespace_bound(s.namespace_prefix))
+               AND m.namespace[1:cardinality(s.namespace_prefix)] = s.namespace_prefix))
           AND (s.filter IS NULL OR (coalesce(m.value, m.metadata) @> v_equal
                                     AND engram._filter_matches(coalesce(m.value, m.metadata), s.filter)))
     ), page AS (

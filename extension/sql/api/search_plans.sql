@@ -58,8 +58,21 @@ BEGIN
                                             WHERE p.owner = m.owner AND p.memory_id = m.id AND p.group_id = $15))
           AND m.valid_from <= coalesce($16::timestamptz, now())
           AND (m.valid_to IS NULL OR m.valid_to > coalesce($16::timestamptz, now()))
-          AND ($19::text[] IS NULL OR (m.namespace >= $19 AND m.namespace[1:cardinality($19)] = $19))
-          AND ($20::jsonb IS NULL OR engram._filter_matches(coalesce(m.value, m.metadata), $20))'::text;
+          AND ($19::text[] IS NULL OR (m.namespace >= $19
+               AND (cardinality($19) = 0 OR m.namespace < engram._namespace_bound($19))
+               AND m.namespace[1:cardinality($19)] = $19))
+          AND ($20::jsonb IS NULL OR (coalesce(m.value, m.metadata) @> coalesce(engram._filter_equalities($20), ''{}'')
+               AND engram._filter_matches(coalesce(m.value, m.metadata), $20)))'::text;
+END
+$fn$;
+
+-- Every namespace under prefix p_prefix (not empty) sorts below this one
+-- (COLLATE "C": by code point): the prefix with U+10FFFF after its last
+-- label. With `namespace >= prefix` it bounds an index range.
+CREATE FUNCTION engram._namespace_bound(p_prefix text[]) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN p_prefix[1:cardinality(p_prefix) - 1] || (p_prefix[cardinality(p_prefix)] || U&'\+10FFFF');
 END
 $fn$;
 
@@ -311,6 +324,19 @@ BEGIN
             -- than any one list, so those scopes take the estimate.
             v_rows := v_size;
         END IF;
+    END IF;
+    IF v_rows IS NULL AND (s.filter IS NOT NULL OR s.namespace_prefix IS NOT NULL) THEN
+        -- The planner cannot estimate a filter (an opaque function) or a
+        -- namespace range well, and a walk of a broad estimate over a
+        -- narrow scope stops (hnsw.max_scan_tuples) before it finds k
+        -- rows: the scope is counted instead, up to what an exact scan
+        -- takes.
+        EXECUTE 'SELECT count(*)::float8 FROM (SELECT 1 FROM engram.memories m' || c_where || ' LIMIT $12) x'
+            INTO v_rows
+            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                  s.session_id, s.created_after, s.created_before, NULL::integer,
+                  engram._setting_exact_search_rows() + 1, s.max_level, s.space, s.group_id, s.valid_at,
+                  NULL::bigint, NULL::bytea, s.namespace_prefix, s.filter;
     END IF;
     IF v_rows IS NULL THEN
         IF v_citus AND s.owner IS NULL THEN
