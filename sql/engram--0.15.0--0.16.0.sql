@@ -25,8 +25,7 @@ ALTER TABLE engram.memories
     ADD COLUMN value jsonb,
     ADD COLUMN ttl interval,
     ADD CONSTRAINT memories_keyed CHECK ((namespace IS NULL) = (key IS NULL));
-CREATE INDEX memories_namespace ON engram.memories (owner, namespace)
-    WHERE key IS NOT NULL AND status = 'active';
+CREATE INDEX memories_namespace ON engram.memories (owner, namespace) WHERE namespace IS NOT NULL;
 CREATE INDEX memories_document ON engram.memories USING gin ((coalesce(value, metadata)) jsonb_path_ops);
 ALTER TABLE engram.revisions ADD COLUMN value jsonb;
 ALTER TABLE engram.configuration ADD COLUMN embedding_model text;

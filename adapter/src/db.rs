@@ -236,7 +236,12 @@ impl From<PoolError> for DbError {
             PoolError::Timeout(_) => {
                 "the database is busy (no connection free within the pool's wait timeout); retry shortly".to_string()
             }
-            e => format!("database unavailable: {}; retry shortly", connect_error(&e)),
+            e => {
+                // The causes name roles and databases: the operator's log
+                // has them, a caller gets what to do.
+                tracing::warn!(error = %connect_error(&e), "cannot reach the database");
+                "the database is unavailable; retry shortly".to_string()
+            }
         };
         DbError { code: None, message }
     }

@@ -152,20 +152,31 @@ pub(crate) struct Started {
     pub dims: i32,
 }
 
-/// The stored vectors come from one model: serving with another would mix
-/// two vector spaces (of one dimension, nothing else would notice).
+/// Why vectors of `model` may not go into a database whose vectors come
+/// from `recorded` (None: they may). Two models of one dimension would mix
+/// two vector spaces, and nothing else would notice.
+pub(crate) fn model_mismatch(recorded: Option<&str>, model: &str) -> Option<String> {
+    match recorded {
+        Some(r) if r != model => Some(format!(
+            "the database's embeddings come from model {r}, but this engram-mcp embeds with {model}; start it \
+             with the embedder of {r}, or re-embed into a new database with this one: engram-mcp export \
+             --all-owners --out all.jsonl from this database, SELECT engram.configure(embedding_model => '{model}') \
+             in the new one, then engram-mcp import --all-owners --reembed all.jsonl there (docs/OPERATIONS.md)"
+        )),
+        _ => None,
+    }
+}
+
+/// Refuses to serve with another model than the one on record.
 async fn check_model(db: &db::Db, model: &str) -> anyhow::Result<()> {
     let recorded = db
         .embedding_model()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the engram database: {e}"))?;
+    if let Some(why) = model_mismatch(recorded.as_deref(), model) {
+        bail!(why);
+    }
     match recorded {
-        Some(r) if r != model => bail!(
-            "the database's embeddings come from model {r}, but this engram-mcp embeds with {model}; start it \
-             with the embedder of {r}, or re-embed into a new database with this one: engram-mcp export \
-             --all-owners --out all.jsonl from this database, SELECT engram.configure(embedding_model => '{model}') \
-             in the new one, then engram-mcp import --all-owners --reembed all.jsonl there (docs/OPERATIONS.md)"
-        ),
         Some(_) => Ok(()),
         None => {
             tracing::warn!(
@@ -621,4 +632,18 @@ async fn metrics(
         shared.metrics.render(shared.embedder.stats(), shared.db.pool_status()),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn another_model_than_the_recorded_one_is_refused() {
+        assert!(super::model_mismatch(None, "local:all-MiniLM-L6-v2").is_none());
+        assert!(super::model_mismatch(Some("local:all-MiniLM-L6-v2"), "local:all-MiniLM-L6-v2").is_none());
+        let why = super::model_mismatch(Some("openai:text-embedding-3-small"), "local:all-MiniLM-L6-v2").unwrap();
+        assert!(
+            why.contains("openai:text-embedding-3-small") && why.contains("--reembed"),
+            "{why}"
+        );
+    }
 }

@@ -314,6 +314,14 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
                 e.dims()
             );
         }
+        let recorded: Option<String> = db
+            .query_one("SELECT engram.embedding_model()", &[])
+            .await
+            .context("cannot read the database's embedding model")?
+            .get(0);
+        if let Some(why) = crate::model_mismatch(recorded.as_deref(), &e.model()) {
+            bail!("--reembed: {why}");
+        }
         Some(e)
     } else {
         None

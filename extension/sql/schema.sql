@@ -97,8 +97,7 @@ CREATE INDEX memories_retired ON engram.memories (status, coalesce(archived_at, 
 CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE status = 'active';
 -- An owner's namespaces, for prefix scans. (One active memory per key and
 -- context: the dedup key of a keyed memory is its address, memories_dedup.)
-CREATE INDEX memories_namespace ON engram.memories (owner, namespace)
-    WHERE key IS NOT NULL AND status = 'active';
+CREATE INDEX memories_namespace ON engram.memories (owner, namespace) WHERE namespace IS NOT NULL;
 -- The documents filters read (a keyed memory's value, else the metadata):
 -- a filter's equalities are a containment this index serves.
 CREATE INDEX memories_document ON engram.memories USING gin ((coalesce(value, metadata)) jsonb_path_ops);

@@ -198,7 +198,8 @@ async def test_stateless_json_mode(stateless_server, tokens):
 
 async def test_health_and_metrics(server, tokens):
     h = httpx.get(server + "/health").json()
-    assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2-int8"}
+    assert h == {"status": "ok", "database": "ok", "embedder": "ok", "model": "local:all-MiniLM-L6-v2-int8",
+                 "embedding_model": "local:all-MiniLM-L6-v2"}
     r = httpx.get(server + "/metrics", headers={"Authorization": f"Bearer {tokens['platform']}"})
     assert r.status_code == 200, r.text
     m = r.text

@@ -754,3 +754,43 @@ async fn a_user_erases_their_own_memories() {
     let (code, _) = sqlstate(alice.query("SELECT engram.erase_memories(owner => 'bob')", &[]).await);
     assert_eq!(code, "42501");
 }
+
+/// A narrow filter never cuts a vector search short: where the planner's
+/// estimate picks the HNSW walk (settings that force it here), a walk that
+/// finds fewer rows than asked is followed by an exact scan; a filter that
+/// matches nothing returns nothing.
+#[tokio::test]
+async fn a_narrow_filter_finds_every_match_whatever_the_plan() {
+    let db = TestDb::new(4).await;
+    let a = db.admin_connection().await;
+    a.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, embedding, metadata)
+         SELECT 'alice', 'note ' || n, sha256(convert_to('note ' || n, 'UTF8')), sha256(convert_to('k' || n, 'UTF8')),
+                ARRAY[1, (n % 10) / 10.0, (n % 7) / 7.0, 0.1]::vector(4),
+                CASE WHEN n % 100 = 0 THEN '{\"tag\": \"rare\"}' ELSE '{\"tag\": \"common\"}' END::jsonb
+         FROM generate_series(1, 600) n;
+         ANALYZE engram.memories;
+         SET engram.exact_search_rows = 0;
+         SET engram.hnsw_min_selectivity = 0;
+         SET engram.list_search_rows = 0;",
+    )
+    .await
+    .unwrap();
+    let found = |filter: &'static str| {
+        let a = &a;
+        async move {
+            column::<String>(
+                a,
+                &format!(
+                    "SELECT content FROM engram.search(owner => 'alice', query_embedding => '[1, 0.5, 0.5, 0.1]',
+                                                       k => 20, include_archived => true, filter => '{filter}')"
+                ),
+            )
+            .await
+        }
+    };
+    assert_eq!(found(r#"{"tag": "rare"}"#).await.len(), 6);
+    assert!(found(r#"{"tag": "none"}"#).await.is_empty());
+    assert!(found(r#"{"n": {"$gt": 5}}"#).await.is_empty());
+    assert_eq!(found(r#"{"tag": {"$in": ["rare"]}}"#).await.len(), 6);
+}

@@ -201,7 +201,7 @@ BEGIN
     END IF;
 
     PERFORM engram._require_writable(r, 'put');
-    v_superseded := coalesce(r.flag_reason LIKE 'superseded by %', false);
+    v_superseded := coalesce(r.flag_reason ~ '^superseded by [0-9a-f-]{36}$', false);
     IF r.content = v_content AND r.tags = v_tags AND r.metadata = v_metadata
        AND r.value IS NOT DISTINCT FROM put.value AND r.kind = v_kind
        AND r.embedding IS NOT DISTINCT FROM put.embedding AND r.importance = put.importance
@@ -242,8 +242,12 @@ BEGIN
                                        r.created_at, v_flags)
     WHERE m.owner = v_owner AND m.id = r.id;
     PERFORM engram._audit(v_owner, 'put', r.id,
-        jsonb_build_object('kind', v_kind, 'revision', r.revision + 1, 'content_changed', v_content <> r.content,
-                           'reopened', r.valid_to IS NOT NULL OR v_superseded));
+        jsonb_build_object('kind', v_kind, 'revision', r.revision + 1, 'content_changed', v_content <> r.content)
+        || CASE WHEN r.valid_to IS NOT NULL OR v_superseded
+                THEN jsonb_build_object('reopened', true, 'previous_valid_to', r.valid_to,
+                                        'previous_invalidated_at', r.invalidated_at,
+                                        'superseded_by', CASE WHEN v_superseded THEN substr(r.flag_reason, 15) END)
+                ELSE '{}' END);
     RETURN QUERY SELECT 'revised'::text, r.id, r.revision + 1;
 END
 $fn$;

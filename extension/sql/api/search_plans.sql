@@ -238,7 +238,10 @@ $fn$;
 --     many list candidates, take the plan chosen from the planner's
 --     estimate of the scope: an exact scan through the owner/tag indexes
 --     when small or narrow (engram.exact_search_rows,
---     engram.hnsw_min_selectivity), else the HNSW walk.
+--     engram.hnsw_min_selectivity), else the HNSW walk;
+--   * a scope with a value/metadata filter or a namespace prefix (which
+--     the planner cannot estimate) whose walk returns fewer than n rows is
+--     scanned exactly: a narrow filter never cuts a search short.
 -- See docs/ARCHITECTURE.md, "Search plans".
 CREATE FUNCTION engram._knn(s engram.read_scope, p_query vector, p_n integer)
 RETURNS TABLE (id uuid, distance float8)
@@ -251,6 +254,14 @@ SET hnsw.ef_search = 40
 AS $fn$
 DECLARE
     c_where CONSTANT text := engram._scope_filter(s.owner IS NOT NULL) || ' AND m.embedding IS NOT NULL';
+    -- The exact scan: MATERIALIZED keeps the filter ahead of the distance
+    -- sort, so the HNSW index (which would drop rows) cannot be used.
+    c_exact CONSTANT text := 'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m'
+                             || c_where || ') SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11';
+    -- A filter or a namespace prefix: the planner cannot estimate them
+    -- (an opaque function, a range), so a walk may return fewer rows than
+    -- the scope holds; the exact scan then answers.
+    v_items boolean := s.filter IS NOT NULL OR s.namespace_prefix IS NOT NULL;
     v_plan  json;
     v_rows  float8;
     v_total float8;
@@ -325,19 +336,6 @@ BEGIN
             v_rows := v_size;
         END IF;
     END IF;
-    IF v_rows IS NULL AND (s.filter IS NOT NULL OR s.namespace_prefix IS NOT NULL) THEN
-        -- The planner cannot estimate a filter (an opaque function) or a
-        -- namespace range well, and a walk of a broad estimate over a
-        -- narrow scope stops (hnsw.max_scan_tuples) before it finds k
-        -- rows: the scope is counted instead, up to what an exact scan
-        -- takes.
-        EXECUTE 'SELECT count(*)::float8 FROM (SELECT 1 FROM engram.memories m' || c_where || ' LIMIT $12) x'
-            INTO v_rows
-            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                  s.session_id, s.created_after, s.created_before, NULL::integer,
-                  engram._setting_exact_search_rows() + 1, s.max_level, s.space, s.group_id, s.valid_at,
-                  NULL::bigint, NULL::bytea, s.namespace_prefix, s.filter;
-    END IF;
     IF v_rows IS NULL THEN
         IF v_citus AND s.owner IS NULL THEN
             -- A space's or group's publications (many owners) on Citus:
@@ -364,11 +362,7 @@ BEGIN
         v_total := greatest(v_total, v_rows);
         IF v_rows <= engram._setting_exact_search_rows()
            OR v_rows / v_total < engram._setting_hnsw_min_selectivity() THEN
-            -- MATERIALIZED keeps the filter ahead of the distance sort, so the
-            -- HNSW index (which would drop rows) cannot be used.
-            RETURN QUERY EXECUTE
-                'WITH c AS MATERIALIZED (SELECT m.id, m.embedding <=> $1 AS d FROM engram.memories m' || c_where || ')
-                 SELECT c.id, c.d FROM c ORDER BY c.d, c.id LIMIT $11'
+            RETURN QUERY EXECUTE c_exact
                 USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                       s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
                       s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
@@ -388,32 +382,41 @@ BEGIN
     -- first pass). At most 1000.
     -- The walk's plan is cached (engram._hnsw_walk): always the index.
     PERFORM set_config('hnsw.ef_search',
-        least(ceil(greatest(1.5 * v_fetch, engram._setting_hnsw_ef_search()) * v_total / v_rows), 1000)::text,
+        least(ceil(greatest(1.5 * v_fetch, engram._setting_hnsw_ef_search()) * v_total / greatest(v_rows, 1)), 1000)::text,
         true);
     IF v_citus THEN
         -- The walk runs on a worker, with that database's iterative scan
         -- (engram.distribute sets it) and ef_search there.
-        RETURN QUERY EXECUTE engram._hnsw_walk_query(s.owner IS NOT NULL)
+        EXECUTE 'SELECT array_agg(w.id ORDER BY w.d, w.id), array_agg(w.d ORDER BY w.d, w.id) FROM ('
+                || engram._hnsw_walk_query(s.owner IS NOT NULL) || ') w(id, d)'
+            INTO v_ids, v_dists
             USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                   s.session_id, s.created_after, s.created_before, p_n, v_fetch,
                   s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
-                      s.namespace_prefix, s.filter;
-        RETURN;
-    END IF;
-    IF s.owner IS NULL THEN
-        RETURN QUERY
-            SELECT w.id, w.distance
-            FROM engram._hnsw_walk_shared(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
-                                          s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
-                                          v_fetch, s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
-                               s.namespace_prefix, s.filter) w;
-        RETURN;
-    END IF;
-    RETURN QUERY
-        SELECT w.id, w.distance
+                  s.namespace_prefix, s.filter;
+    ELSIF s.owner IS NULL THEN
+        SELECT array_agg(w.id ORDER BY w.distance, w.id), array_agg(w.distance ORDER BY w.distance, w.id)
+        INTO v_ids, v_dists
+        FROM engram._hnsw_walk_shared(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
+                                      s.tags_any, s.session_id, s.created_after, s.created_before, p_n,
+                                      v_fetch, s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                                      s.namespace_prefix, s.filter) w;
+    ELSE
+        SELECT array_agg(w.id ORDER BY w.distance, w.id), array_agg(w.distance ORDER BY w.distance, w.id)
+        INTO v_ids, v_dists
         FROM engram._hnsw_walk(p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
                                s.session_id, s.created_after, s.created_before, p_n, v_fetch,
                                s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
                                s.namespace_prefix, s.filter) w;
+    END IF;
+    IF v_items AND coalesce(cardinality(v_ids), 0) < p_n THEN
+        RETURN QUERY EXECUTE c_exact
+            USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                  s.session_id, s.created_after, s.created_before, p_n, NULL::integer,
+                  s.max_level, s.space, s.group_id, s.valid_at, NULL::bigint, NULL::bytea,
+                  s.namespace_prefix, s.filter;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT u.i, u.d FROM unnest(v_ids, v_dists) AS u(i, d);
 END
 $fn$;
