@@ -101,6 +101,19 @@ fn connect_hint(causes: &str) -> &'static str {
     }
 }
 
+/// Logs why the database cannot be reached, at most once per 10 seconds.
+fn log_unreachable(e: &PoolError) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST.load(Ordering::Relaxed);
+    if now >= last + 10 && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        tracing::warn!(error = %connect_error(e), "cannot reach the database (logged at most every 10 s)");
+    }
+}
+
 /// A connection that could not be made, with its causes and what to check.
 pub fn connect_error(e: &PoolError) -> String {
     let causes = with_causes(e);
@@ -238,8 +251,9 @@ impl From<PoolError> for DbError {
             }
             e => {
                 // The causes name roles and databases: the operator's log
-                // has them, a caller gets what to do.
-                tracing::warn!(error = %connect_error(&e), "cannot reach the database");
+                // has them (once per interval: every call fails alike during
+                // an outage), a caller gets what to do.
+                log_unreachable(&e);
                 "the database is unavailable; retry shortly".to_string()
             }
         };
