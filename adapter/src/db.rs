@@ -109,7 +109,11 @@ fn log_unreachable(e: &PoolError) {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let last = LAST.load(Ordering::Relaxed);
-    if now >= last + 10 && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+    if now >= last + 10
+        && LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
         tracing::warn!(error = %connect_error(e), "cannot reach the database (logged at most every 10 s)");
     }
 }
