@@ -180,9 +180,13 @@ async def test_the_packages_install_update_and_serve():
         # tests/sql/): the package's upgrade chain takes it to this version
         previous = max((f for f in files if re.search(r"--[\d.]+--" + re.escape(version) + r"\.sql$", f)))
         previous = re.search(r"engram--([\d.]+)--", previous).group(1)
-        if MAJOR != "15":  # the fixture, which dpkg -i does not bring either
-            shutil.copy(os.path.join(os.path.dirname(__file__), "..", "sql", f"engram--{previous}.sql"),
-                        os.path.join(os.path.dirname(pg_bin), "share", "extension"))
+        # The fixture, which dpkg -i does not bring (and removes when an
+        # installed package of that version owned it).
+        pg_config = os.path.join(pg_bin, "pg_config")
+        sharedir = (subprocess.run([pg_config, "--sharedir"], check=True, capture_output=True, text=True).stdout.strip()
+                    if os.path.exists(pg_config) else os.path.join(os.path.dirname(pg_bin), "share"))
+        shutil.copy(os.path.join(os.path.dirname(__file__), "..", "sql", f"engram--{previous}.sql"),
+                    os.path.join(sharedir, "extension"))
         psql("postgres", "CREATE DATABASE older")
         psql("older", f"CREATE EXTENSION engram VERSION '{previous}' CASCADE")
         psql("older", "ALTER EXTENSION engram UPDATE")
