@@ -629,7 +629,8 @@ async fn export_and_import_keep_keys() {
     );
     let (ttl, values): (String, Vec<Value>) = a
         .query_one(
-            "SELECT m.ttl::text, (SELECT array_agg(r.value ORDER BY r.revision) FROM engram.revisions r WHERE r.memory_id = m.id)
+            "SELECT m.ttl::text, (SELECT array_agg(r.value ORDER BY r.revision) FROM engram.revisions r
+                                  WHERE r.owner = m.owner AND r.memory_id = m.id)
              FROM engram.memories m WHERE m.owner = 'carol'",
             &[],
         )
