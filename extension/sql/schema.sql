@@ -191,7 +191,10 @@ CREATE TABLE engram.tokens (
     created_at   timestamptz NOT NULL DEFAULT now(),
     last_used_at timestamptz,
     revoked_at   timestamptz,
-    expires_at   timestamptz
+    expires_at   timestamptz,
+    -- the platform token that minted this one (engram.mint_token), which
+    -- may revoke it
+    minted_by    uuid
 );
 SELECT pg_catalog.pg_extension_config_dump('engram.tokens', '');
 

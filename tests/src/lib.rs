@@ -247,8 +247,8 @@ pub async fn wait_for_replay(primary: &Client, standby: &Client) {
 /// after `engram.bind` (a binding is transaction-local).
 pub struct Agent {
     pub client: Client,
-    bind: String,
-    args: Vec<String>,
+    pub bind: String,
+    pub args: Vec<String>,
 }
 
 /// What the helpers below need of a connection: a superuser `Client`, or an

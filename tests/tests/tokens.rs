@@ -90,3 +90,129 @@ async fn tokens_are_returned_once_and_stored_hashed() {
     let (code, _) = sqlstate(c.query("SELECT engram.create_token(owner => 'x')", &[]).await);
     assert_eq!(code, "22004");
 }
+
+/// A bound connection of the restricted role with `token` (and `act_as`).
+async fn bound_with(db: &TestDb, token: &str, act_as: Option<&str>) -> Agent {
+    let mut args = vec![token.to_string()];
+    let bind = match act_as {
+        Some(user) => {
+            args.push(user.to_string());
+            "SELECT engram.bind($1, act_as => $2)"
+        }
+        None => "SELECT engram.bind($1)",
+    };
+    Agent {
+        client: connect_as(&db.name, "engram_app").await,
+        bind: bind.into(),
+        args,
+    }
+}
+
+async fn binds(db: &TestDb, token: &str) -> Result<String, (String, String)> {
+    let c = connect_as(&db.name, "engram_app").await;
+    c.query_one("SELECT engram.bind($1)", &[&token])
+        .await
+        .map(|r| r.get(0))
+        .map_err(|e| sqlstate::<()>(Err(e)))
+}
+
+/// An application's platform token mints a user token for the user it acts
+/// for, without a DBA; the user token is a user's (it mints nothing, acts
+/// for nobody else); only the minting platform token revokes it, and any
+/// token revokes itself.
+#[tokio::test]
+async fn a_platform_token_mints_and_revokes_user_tokens() {
+    let db = TestDb::new(4).await;
+    let platform = db.token("app", true).await;
+    let other_platform = db.token("other-app", true).await;
+    let as_alice = bound_with(&db, &platform, Some("alice")).await;
+    let minted: serde_json::Value = as_alice
+        .query_one(
+            "SELECT engram.mint_token(label => 'web session', expires => '30 days')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(minted["owner"], "alice", "{minted}");
+    assert!(minted["expires_at"].is_string(), "{minted}");
+    let token = minted["token"].as_str().unwrap().to_string();
+    let id: uuid::Uuid = minted["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(binds(&db, &token).await, Ok("alice".to_string()));
+    let (platform_flag, minted_by): (bool, Option<uuid::Uuid>) = db
+        .admin
+        .query_one("SELECT platform, minted_by FROM engram.tokens WHERE id = $1", &[&id])
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert!(!platform_flag && minted_by.is_some());
+
+    // The user token mints nothing and acts for nobody else.
+    let user = bound_with(&db, &token, None).await;
+    let (code, msg) = sqlstate(user.query_one("SELECT engram.mint_token(label => 'more')", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    let (code, _) = sqlstate(bound_with(&db, &token, Some("bob")).await.query("SELECT 1", &[]).await);
+    assert_eq!(code, "42501");
+    // Neither does an agent context of the platform token, nor a DBA's
+    // unbound session (the DBA has create_token).
+    let agent = Agent {
+        client: connect_as(&db.name, "engram_app").await,
+        bind: "SELECT engram.bind($1, act_as => 'alice', internal_type => 'agent')".into(),
+        args: vec![platform.clone()],
+    };
+    let (code, msg) = sqlstate(agent.query_one("SELECT engram.mint_token(label => 'x')", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+    let (code, _) = sqlstate(db.admin.query_one("SELECT engram.mint_token(label => 'x')", &[]).await);
+    assert_eq!(code, "42501");
+    // Bad input changes nothing.
+    for (args, want) in [("label => ''", "22004"), ("label => 'x', expires => '-1 day'", "22023")] {
+        let (code, msg) = sqlstate(as_alice.query_one(&format!("SELECT engram.mint_token({args})"), &[]).await);
+        assert_eq!(code, want, "{args}: {msg}");
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM engram.tokens WHERE owner = 'alice'").await, 1);
+
+    // Another platform token cannot revoke it (nor learn that it exists);
+    // the user token cannot revoke the platform's.
+    let other = bound_with(&db, &other_platform, Some("alice")).await;
+    let (code, _) = sqlstate(other.query_one("SELECT engram.revoke_minted_token($1)", &[&id]).await);
+    assert_eq!(code, "P0002");
+    let platform_id: uuid::Uuid = db
+        .admin
+        .query_one("SELECT id FROM engram.tokens WHERE owner = 'app'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let (code, _) = sqlstate(user.query_one("SELECT engram.revoke_minted_token($1)", &[&platform_id]).await);
+    assert_eq!(code, "P0002");
+    assert_eq!(binds(&db, &platform).await, Ok("app".to_string()));
+    // The minting platform token revokes it, once.
+    let revoked: bool = as_alice
+        .query_one("SELECT engram.revoke_minted_token($1)", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(revoked);
+    assert_eq!(binds(&db, &token).await.unwrap_err().0, "28000");
+    let (code, _) = sqlstate(as_alice.query_one("SELECT engram.revoke_minted_token($1)", &[&id]).await);
+    assert_eq!(code, "P0002");
+    // A user token revokes itself (signing out).
+    let second: serde_json::Value = as_alice
+        .query_one("SELECT engram.mint_token(label => 'phone')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let second_token = second["token"].as_str().unwrap();
+    let second_id: uuid::Uuid = second["id"].as_str().unwrap().parse().unwrap();
+    let phone = bound_with(&db, second_token, None).await;
+    phone
+        .query_one("SELECT engram.revoke_minted_token($1)", &[&second_id])
+        .await
+        .unwrap();
+    assert_eq!(binds(&db, second_token).await.unwrap_err().0, "28000");
+    let audited = count(
+        &db,
+        "SELECT count(*) FROM engram.audit_log WHERE owner = 'alice' AND action IN ('mint_token', 'revoke_token')",
+    )
+    .await;
+    assert_eq!(audited, 4);
+}

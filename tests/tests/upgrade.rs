@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.15.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.16.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1069,6 +1069,7 @@ async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
         ("0.12.0", vec!["0.13.0", "0.14.0"]),
         ("0.13.0", vec!["0.14.0", "0.99.0"]),
         ("0.14.0", vec!["0.15.0"]),
+        ("0.15.0", vec!["0.16.0"]),
     ] {
         let (_, old) = install(from).await;
         old.batch_execute(
@@ -1238,4 +1239,49 @@ async fn upgrade_from_0_15_0_adds_keyed_memories_and_keeps_every_row() {
         .unwrap()
         .get(0);
     assert_eq!(model.as_deref(), Some("test/model"));
+}
+
+/// From a populated 0.16.0 database: every row kept (its tokens too, which
+/// gain no minter), the catalog equal to a fresh install's; a 0.16.0
+/// platform token mints a user token after the update.
+#[tokio::test]
+async fn upgrade_from_0_16_0_keeps_tokens_and_mints_new_ones() {
+    let (name, old) = install("0.16.0").await;
+    let platform: String = old
+        .query_one(
+            "SELECT engram.create_token(owner => 'app', label => 'backend', platform => true)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    old.batch_execute(
+        "SET engram.owner = 'alice';
+         SELECT engram.put(namespace => '{prefs}', key => 'theme', content => 'dark theme',
+                           embedding => '[1, 0, 0, 0]', value => '{\"theme\": \"dark\"}');
+         SELECT engram.remember(content => 'The standup is at 9', embedding => '[0, 1, 0, 0]');
+         RESET engram.owner;",
+    )
+    .await
+    .unwrap();
+    let snapshot = "SELECT string_agg(m.id || m.content || m.status || coalesce(m.key, '-'), ',' ORDER BY m.id)
+                           || (SELECT string_agg(t.owner || t.label || t.platform, ',' ORDER BY t.id) FROM engram.tokens t)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    assert_eq!(
+        count_on(&old, "SELECT count(*) FROM engram.tokens WHERE minted_by IS NOT NULL").await,
+        0
+    );
+    let app = bound_app(&name, &platform, "0.16.0").await;
+    let minted: serde_json::Value = app
+        .query_one("SELECT engram.mint_token(label => 'web')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    app.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(minted["owner"], "app", "{minted}");
+    assert_eq!(
+        count_on(&old, "SELECT count(*) FROM engram.tokens WHERE minted_by IS NOT NULL").await,
+        1
+    );
 }

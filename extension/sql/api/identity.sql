@@ -233,3 +233,92 @@ BEGIN
     RETURN coalesce(cardinality(v_ids), 0);
 END
 $fn$;
+
+-- A user token for the bound owner, minted by the platform token the
+-- transaction is bound with (POST /v1/tokens): an application serves its
+-- users without a DBA. Refused to user tokens, in an agent or ghost
+-- context and to sessions bound otherwise (a DBA uses create_token). The
+-- plaintext is returned once; the new token records which platform token
+-- minted it, and only that one revokes it (engram.revoke_minted_token).
+-- At most 1,000 usable tokens per owner: a platform token cannot fill the
+-- table.
+CREATE FUNCTION engram.mint_token(label text DEFAULT NULL, expires interval DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_binding jsonb := engram._binding();
+    v_owner   text;
+    v_token   text;
+    v_id      uuid;
+    v_expires timestamptz;
+BEGIN
+    PERFORM engram._check_planted();
+    IF v_binding IS NULL OR (v_binding ->> 'platform') IS DISTINCT FROM 'true' THEN
+        RAISE EXCEPTION 'mint_token needs a transaction bound with a platform token (engram.bind); user tokens do not mint tokens'
+            USING ERRCODE = '42501',
+                  HINT = 'a DBA creates tokens with engram.create_token';
+    END IF;
+    IF jsonb_typeof(v_binding -> 'internal') = 'object' THEN
+        RAISE EXCEPTION 'an agent or ghost conversation cannot mint tokens; bind without an internal context'
+            USING ERRCODE = '42501';
+    END IF;
+    v_owner := engram._caller(NULL, NULL, NULL, true);
+    PERFORM engram._check_short('label', mint_token.label, 200);
+    IF mint_token.label IS NULL OR btrim(mint_token.label) = '' THEN
+        RAISE EXCEPTION 'label is required; name the token, e.g. label => ''web session'''
+            USING ERRCODE = '22004';
+    END IF;
+    IF mint_token.expires IS NOT NULL AND mint_token.expires <= interval '0' THEN
+        RAISE EXCEPTION 'expires % is not positive; pass an interval such as ''30 days'', or NULL for a token that does not expire', mint_token.expires
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM engram._lock_owner(v_owner);
+    IF (SELECT count(*) FROM engram.tokens t
+        WHERE t.owner = v_owner AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) >= 1000 THEN
+        RAISE EXCEPTION 'owner % has 1000 usable tokens, the most one owner may hold; revoke some first', engram._echo(v_owner)
+            USING ERRCODE = '54000';
+    END IF;
+    v_token := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+    v_expires := now() + mint_token.expires;
+    INSERT INTO engram.tokens AS t (owner, label, platform, token_sha256, expires_at, minted_by)
+    VALUES (v_owner, mint_token.label, false, sha256(convert_to(v_token, 'UTF8'::name)), v_expires,
+            (v_binding ->> 'token_id')::uuid)
+    RETURNING t.id INTO v_id;
+    PERFORM engram._audit(v_owner, 'mint_token', NULL,
+        jsonb_build_object('token_id', v_id, 'expires_at', v_expires));
+    RETURN jsonb_build_object('id', v_id, 'token', v_token, 'owner', v_owner, 'label', mint_token.label,
+                              'expires_at', v_expires);
+END
+$fn$;
+
+-- Revokes a token by id, for a transaction bound with a token: a platform
+-- token revokes the tokens it minted (engram.mint_token), any token
+-- revokes itself (a user signing out). Anything else, and an id that is
+-- unknown or already revoked, is the same "no such token" (P0002): no
+-- caller learns which ids exist. Audited in the token owner's log.
+CREATE FUNCTION engram.revoke_minted_token(token_id uuid) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_binding jsonb := engram._binding();
+    v_self    uuid := (v_binding ->> 'token_id')::uuid;
+    v_owner   text;
+BEGIN
+    PERFORM engram._check_planted();
+    IF v_self IS NULL THEN
+        RAISE EXCEPTION 'revoke_minted_token needs a transaction bound with a token (engram.bind)'
+            USING ERRCODE = '42501',
+                  HINT = 'a DBA revokes tokens with engram.revoke_token';
+    END IF;
+    UPDATE engram.tokens AS t SET revoked_at = now()
+    WHERE t.id = revoke_minted_token.token_id AND t.revoked_at IS NULL
+      AND (t.id = v_self OR ((v_binding ->> 'platform') = 'true' AND t.minted_by = v_self))
+    RETURNING t.owner INTO v_owner;
+    IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'no usable token % that this token minted', engram._echo(revoke_minted_token.token_id::text)
+            USING ERRCODE = 'P0002',
+                  HINT = 'a platform token revokes the tokens it minted, any token itself';
+    END IF;
+    PERFORM engram._audit(v_owner, 'revoke_token', NULL, jsonb_build_object('token_id', revoke_minted_token.token_id));
+    RETURN true;
+END
+$fn$;
