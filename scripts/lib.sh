@@ -278,10 +278,10 @@ test_build_env() {
 # and pillow for the browser test.
 TEST_VENV="$ENGRAM_HOME/venv"
 ensure_test_venv() {
-  if [ ! -x "$TEST_VENV/bin/pytest" ] || ! "$TEST_VENV/bin/python" -c "import mcp, selenium, PIL" 2>/dev/null; then
-    info "creating $TEST_VENV with mcp<2, pytest, selenium and pillow"
-    python3 -m venv "$TEST_VENV" && "$TEST_VENV/bin/pip" install -q 'mcp<2' pytest selenium pillow ||
-      die "pip install mcp pytest selenium pillow failed" "check access to PyPI"
+  if [ ! -x "$TEST_VENV/bin/pytest" ] || ! "$TEST_VENV/bin/python" -c "import mcp, selenium, PIL, schemathesis" 2>/dev/null; then
+    info "creating $TEST_VENV with mcp<2, pytest, selenium, pillow and schemathesis"
+    python3 -m venv "$TEST_VENV" && "$TEST_VENV/bin/pip" install -q 'mcp<2' pytest selenium pillow 'schemathesis>=4,<5' ||
+      die "pip install mcp pytest selenium pillow schemathesis failed" "check access to PyPI"
   fi
 }
 

@@ -129,6 +129,8 @@ pub fn connect_error(e: &PoolError) -> String {
 pub struct DbError {
     pub code: Option<String>,
     pub message: String,
+    /// The HINT of the error Postgres raised, if any.
+    pub hint: Option<String>,
 }
 
 impl std::fmt::Display for DbError {
@@ -147,6 +149,7 @@ impl DbError {
         DbError {
             code: Some("22023".into()),
             message: message.into(),
+            hint: None,
         }
     }
 
@@ -214,10 +217,12 @@ impl From<tokio_postgres::Error> for DbError {
             Some(db) => DbError {
                 code: Some(db.code().code().to_string()),
                 message: db.message().to_string(),
+                hint: db.hint().map(str::to_string),
             },
             None => DbError {
                 code: None,
                 message: format!("the database connection failed: {}", with_causes(&e)),
+                hint: None,
             },
         };
         // A NUL character in a text or JSON argument: Postgres cannot store
@@ -261,7 +266,11 @@ impl From<PoolError> for DbError {
                 "the database is unavailable; retry shortly".to_string()
             }
         };
-        DbError { code: None, message }
+        DbError {
+            code: None,
+            message,
+            hint: None,
+        }
     }
 }
 
@@ -491,6 +500,7 @@ impl Db {
         first(&rows).and_then(|r| r.col(0)).map_err(|message| DbError {
             code: Some("XX000".into()),
             message,
+            hint: None,
         })
     }
 

@@ -1,6 +1,5 @@
 //! engram-mcp: the MCP server in front of the engram extension.
 
-mod api;
 mod background;
 mod body_deadline;
 mod caller;
@@ -15,6 +14,7 @@ mod summarizer;
 mod tools;
 mod transfer;
 mod ui;
+mod v1;
 
 use anyhow::{bail, Context};
 use axum::extract::State;
@@ -360,13 +360,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Layers run outside-in in the reverse order of `.layer` calls: the
     // Host/Origin guard is the outermost layer of every route, then
     // authentication (for /mcp, /api and /metrics), then each route's own.
+    let (rest, openapi) = v1::router(shared.clone());
     let app = mcp
         .layer(middleware::from_fn(jsonrpc::check))
         .layer(middleware::map_response(session_deleted_is_no_content))
-        .merge(api::router(shared.clone()))
+        .merge(rest)
+        .merge(v1::aliases::router(shared.clone()))
         .merge(authenticated_metrics)
         .layer(middleware::from_fn_with_state(auth, caller::authenticate))
         .merge(ui::router())
+        .merge(v1::document_route(openapi))
         .merge(
             Router::new()
                 .route("/health", get(health))
@@ -374,8 +377,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .merge(open_metrics),
         )
         // an explicit fallback, so that the guard covers unknown paths too
-        .fallback(|| async { caller::deny(StatusCode::NOT_FOUND, "no such route; MCP is at /mcp") })
-        .layer(middleware::from_fn_with_state(guard, caller::guard_site));
+        .fallback(|| async {
+            caller::deny(
+                StatusCode::NOT_FOUND,
+                "no such route; MCP is at /mcp, the JSON API at /v1",
+            )
+        })
+        .layer(middleware::from_fn_with_state(guard, caller::guard_site))
+        // every error under /v1, the guard's and authentication's included, as problem details
+        .layer(middleware::from_fn(v1::problems_under_v1));
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -166,10 +166,17 @@ async fn a_platform_token_mints_and_revokes_user_tokens() {
     assert_eq!(code, "42501");
     // Bad input changes nothing.
     for (args, want) in [("label => ''", "22004"), ("label => 'x', expires => '-1 day'", "22023")] {
-        let (code, msg) = sqlstate(as_alice.query_one(&format!("SELECT engram.mint_token({args})"), &[]).await);
+        let (code, msg) = sqlstate(
+            as_alice
+                .query_one(&format!("SELECT engram.mint_token({args})"), &[])
+                .await,
+        );
         assert_eq!(code, want, "{args}: {msg}");
     }
-    assert_eq!(count(&db, "SELECT count(*) FROM engram.tokens WHERE owner = 'alice'").await, 1);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.tokens WHERE owner = 'alice'").await,
+        1
+    );
 
     // Another platform token cannot revoke it (nor learn that it exists);
     // the user token cannot revoke the platform's.
@@ -182,7 +189,10 @@ async fn a_platform_token_mints_and_revokes_user_tokens() {
         .await
         .unwrap()
         .get(0);
-    let (code, _) = sqlstate(user.query_one("SELECT engram.revoke_minted_token($1)", &[&platform_id]).await);
+    let (code, _) = sqlstate(
+        user.query_one("SELECT engram.revoke_minted_token($1)", &[&platform_id])
+            .await,
+    );
     assert_eq!(code, "P0002");
     assert_eq!(binds(&db, &platform).await, Ok("app".to_string()));
     // The minting platform token revokes it, once.
@@ -193,7 +203,11 @@ async fn a_platform_token_mints_and_revokes_user_tokens() {
         .get(0);
     assert!(revoked);
     assert_eq!(binds(&db, &token).await.unwrap_err().0, "28000");
-    let (code, _) = sqlstate(as_alice.query_one("SELECT engram.revoke_minted_token($1)", &[&id]).await);
+    let (code, _) = sqlstate(
+        as_alice
+            .query_one("SELECT engram.revoke_minted_token($1)", &[&id])
+            .await,
+    );
     assert_eq!(code, "P0002");
     // A user token revokes itself (signing out).
     let second: serde_json::Value = as_alice

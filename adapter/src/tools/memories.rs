@@ -339,7 +339,7 @@ pub struct IdResult {
 
 /// A query to search with: not empty (an empty query would rank memories
 /// arbitrarily; memory_list lists them), within the size limit.
-pub(super) fn check_query(query: &str) -> Result<(), String> {
+pub(crate) fn check_query(query: &str) -> Result<(), String> {
     if query.trim().is_empty() {
         return Err(
             "query is empty; say what to look for in a few words (memory_list lists memories without a query)".into(),
@@ -352,7 +352,7 @@ pub(super) fn check_query(query: &str) -> Result<(), String> {
 /// ("2025-03-14", midnight UTC) or a date and time with an offset or Z
 /// ("2025-03-14T09:30:00Z"; a time without an offset is UTC), as RFC 3339
 /// for the database.
-pub(super) fn moment(name: &str, value: Option<&str>) -> Result<Option<String>, String> {
+pub(crate) fn moment(name: &str, value: Option<&str>) -> Result<Option<String>, String> {
     use chrono::{DateTime, NaiveDate, NaiveDateTime};
     let Some(v) = value.map(str::trim) else { return Ok(None) };
     let parsed = DateTime::parse_from_rfc3339(v)
@@ -374,7 +374,7 @@ pub(super) fn moment(name: &str, value: Option<&str>) -> Result<Option<String>, 
 }
 
 /// metadata, when given, is a JSON object (the database says so too, in SQL's words).
-pub(super) fn check_metadata(metadata: Option<&Value>) -> Result<(), String> {
+pub(crate) fn check_metadata(metadata: Option<&Value>) -> Result<(), String> {
     match metadata {
         Some(m) if !m.is_object() => {
             Err("metadata must be a JSON object, e.g. {\"source\": \"meeting notes\"}; leave it out for none".into())
@@ -389,7 +389,7 @@ const CONFLICT_CONTENT_CHARS: usize = 1000;
 
 /// A conflict answer names up to five memories of up to 256 KiB each: the
 /// answer carries the start of each one's content, enough to decide.
-fn shorten_conflicts(mut conflicts: Value) -> Value {
+pub(crate) fn shorten_conflicts(mut conflicts: Value) -> Value {
     for c in conflicts.as_array_mut().into_iter().flatten() {
         if let Some(Value::String(text)) = c.get_mut("content") {
             if text.chars().count() > CONFLICT_CONTENT_CHARS {
@@ -416,7 +416,7 @@ pub(super) fn check_ttl(ttl_days: Option<f64>) -> Result<(), String> {
 /// A cursor for memory_list: what an earlier page's next_cursor was, for
 /// the same order_by. Checked here so that a forged one answers "invalid
 /// cursor" rather than the database's failure to read the value in it.
-pub(super) fn check_cursor(cursor: Option<&str>, order_by: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_cursor(cursor: Option<&str>, order_by: Option<&str>) -> Result<(), String> {
     let Some(cursor) = cursor else { return Ok(()) };
     let order_by = order_by.unwrap_or("created_at");
     let invalid = |why: &str| {

@@ -9,7 +9,7 @@
 mod entities;
 mod events;
 mod internal;
-mod memories;
+pub(crate) mod memories;
 pub mod resources;
 mod sharing;
 mod slots;
@@ -822,6 +822,7 @@ mod tests {
                 DbError {
                     code: Some(code.into()),
                     message: message.into(),
+                    hint: None,
                 },
                 None,
             )
@@ -871,6 +872,7 @@ mod tests {
         let e = DbError {
             code: Some("P0002".into()),
             message: "memory x not found".into(),
+            hint: None,
         };
         assert_eq!(
             db_error(e, Some("abc")),
