@@ -253,3 +253,30 @@ def test_context_and_entities(api):
         assert any("Apollo" in n for n in names), names
         about = c.get("/v1/entities/" + next(n for n in names if "Apollo" in n)).json()
         assert about, about
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def test_the_api_reference_lists_exactly_the_documented_routes(api):
+    doc = httpx.get(api["base"] + "/v1/openapi.json", timeout=10).json()
+    documented = {f"{m.upper()} {p}" for p, item in doc["paths"].items() for m in item if m in METHODS}
+    reference = (ROOT / "docs" / "API.md").read_text()
+    listed = set(re.findall(r"^\| `((?:GET|PUT|POST|PATCH|DELETE) /v1/[^`]*)`", reference, re.M))
+    assert listed == documented, {"not in docs/API.md": documented - listed, "not served": listed - documented}
+
+
+def test_the_readme_http_session_runs(api):
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## A 30-second HTTP session", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    # the README reads the token scripts/run wrote and the default address
+    block = block.replace("$(cat .engram/token)", api["alice"]).replace("http://127.0.0.1:8080", api["base"])
+    out = __import__("subprocess").run(["bash", "-euo", "pipefail", "-c", block], capture_output=True, text=True,
+                                       timeout=60)
+    assert out.returncode == 0, out.stderr
+    answers = [__import__("json").loads(line) for line in out.stdout.replace("}{", "}\n{").splitlines() if line]
+    assert answers[0]["status"] == "created"
+    assert answers[1]["results"][0]["content"] == "Alice drinks green tea"
+    assert answers[2]["status"] in ("created", "unchanged", "revised")
+    assert answers[3]["value"] == {"theme": "dark"}

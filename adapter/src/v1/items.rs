@@ -20,9 +20,11 @@ use uuid::Uuid;
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutBody {
-    /// The namespace: a path of labels, e.g. ["users", "alice", "prefs"].
+    /// The namespace: a path of 1 to 16 labels, e.g. ["users", "alice", "prefs"].
+    #[schema(min_items = 1, max_items = 16)]
     pub namespace: Vec<String>,
     /// The key, unique within the user's namespace.
+    #[schema(min_length = 1)]
     pub key: String,
     /// The text search reads (default: the value's JSON text).
     pub content: Option<String>,
@@ -30,6 +32,7 @@ pub struct PutBody {
     #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
     /// Forget it after this many seconds without a read that refreshes it.
+    #[schema(exclusive_minimum = 0.0)]
     pub ttl: Option<f64>,
     /// Embed the content so that search finds it by meaning (default true); false: found by words and
     /// filters only.

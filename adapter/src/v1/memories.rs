@@ -23,6 +23,7 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct RememberBody {
     /// The fact, event or procedure, in plain language (at most 256 KiB).
+    #[schema(min_length = 1)]
     pub content: String,
     /// semantic (a fact; default), episodic (an event) or procedural (how to do something).
     pub kind: Option<String>,
@@ -31,8 +32,10 @@ pub struct RememberBody {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// Forget it after this many seconds.
+    #[schema(exclusive_minimum = 0.0)]
     pub ttl: Option<f64>,
     /// 0..1, default 0.5.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub importance: Option<f32>,
     /// When what it tells happened (RFC 3339 or a date); default now.
     pub occurred_at: Option<String>,
@@ -62,6 +65,7 @@ pub struct ListQuery {
     /// Newest/highest first (default true).
     pub descending: Option<bool>,
     /// Page size (1-1000, default 50).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i32>,
     /// next_cursor of the previous page.
     pub cursor: Option<String>,
@@ -125,8 +129,10 @@ pub struct ReasonBody {
 #[serde(deny_unknown_fields)]
 pub struct SearchBody {
     /// What to look for, in natural language; exact tokens (error codes, ids) are matched too.
+    #[schema(min_length = 1)]
     pub query: String,
     /// Results (1-100, default 10).
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<i32>,
     /// Only these kinds.
     pub kinds: Option<Vec<String>>,

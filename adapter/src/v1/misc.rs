@@ -148,6 +148,7 @@ const MAX_EMBED_BYTES: usize = 256 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct EmbedBody {
     /// 1 to 64 texts, at most 64 KiB each and 256 KiB in all.
+    #[schema(min_items = 1, max_items = 64)]
     pub texts: Vec<String>,
     pub user_id: Option<String>,
 }
@@ -211,8 +212,10 @@ pub struct TokenBody {
     /// token's own owner).
     pub user_id: Option<String>,
     /// What the token is for, e.g. "web session".
+    #[schema(min_length = 1, max_length = 200)]
     pub label: String,
     /// The token stops working after this many seconds; leave it out for a token that does not expire.
+    #[schema(exclusive_minimum = 0.0)]
     pub expires_in: Option<f64>,
 }
 
