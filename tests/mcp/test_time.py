@@ -81,7 +81,7 @@ async def test_search_reads_the_time_its_query_names(server, owners):
                             occurred_at="2026-05-06T16:00:00Z")
         assert not err and r["status"] == "captured", r
         r, _ = await call(s, "memory_recall", id=r["id"])
-        assert r["memory"]["occurred_at"].startswith("2026-05-06 16:00")
+        assert r["memory"]["occurred_at"].startswith("2026-05-06T16:00:00+00:00")
 
 
 async def test_tools_refuse_arguments_they_do_not_take(server, owners):

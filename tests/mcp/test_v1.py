@@ -168,6 +168,17 @@ def test_a_platform_token_names_the_user_per_request(api):
             assert r.status_code == 201, r.text
         carol = app.get("/v1/memories", params={"user_id": "carol"}).json()["memories"]
         assert [m["content"] for m in carol] == ["carol likes green tea"]
+        # the query names the user of a call with a body too
+        r = app.post("/v1/memories", params={"user_id": "erin"}, json={"content": "erin rides to work"})
+        assert r.status_code == 201, r.text
+        assert psql(api["db"], f"SELECT owner FROM engram.memories WHERE id = '{r.json()['id']}'") == "erin"
+        problem(app.post("/v1/memories", params={"user_id": "erin"},
+                         json={"content": "x", "user_id": "carol"}), 400)
+        # empty, repeated or misspelt: refused, never read as "the platform itself"
+        problem(app.delete("/v1/items", params={"namespace": "a", "key": "k", "user_id": ""}), 400)
+        problem(app.get("/v1/memories", params=[("user_id", "carol"), ("user_id", "dave")]), 400)
+        problem(app.get("/v1/memories", params={"userid": "carol"}), 400)
+        problem(alice.post("/v1/memories", params={"user_id": "carol"}, json={"content": "x"}), 403)
         # the header and the parameter must agree
         problem(app.get("/v1/memories", params={"user_id": "carol"}, headers={"X-User-Id": "dave"}), 400)
         # a user token names no one else

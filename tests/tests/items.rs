@@ -710,7 +710,8 @@ async fn the_embedding_model_is_on_record() {
 
 /// A user erases all of their own memories (self-service): every memory
 /// of theirs goes, in every context, with its revisions; another owner's,
-/// their tokens and slots stay; an agent context cannot do it.
+/// their tokens, slots and the resources published for them stay; an
+/// agent context cannot do it.
 #[tokio::test]
 async fn a_user_erases_their_own_memories() {
     let db = TestDb::new(4).await;
@@ -719,9 +720,13 @@ async fn a_user_erases_their_own_memories() {
     put(a, "alice", &["prefs"], "theme", json!({"theme": "light"}), "").await;
     create(a, "alice", "alice likes tea", &axis(4, 0, 0.0), "").await;
     create(a, "bob", "bob likes coffee", &axis(4, 1, 0.0), "").await;
-    a.batch_execute("SELECT engram.slot_set(owner => 'alice', label => 'plan', content => 'ship')")
-        .await
-        .unwrap();
+    a.batch_execute(
+        "SELECT engram.slot_set(owner => 'alice', label => 'plan', content => 'ship');
+         SELECT engram.resource_create(owner => 'alice', name => 'handbook', content => 'the team handbook',
+                                       embedding => '[0, 0, 1, 0]')",
+    )
+    .await
+    .unwrap();
     let agent_ctx = db
         .platform_agent("platform", "act_as => $2, internal_type => 'agent'", &["alice"])
         .await;
@@ -734,12 +739,25 @@ async fn a_user_erases_their_own_memories() {
         .unwrap()
         .get(0);
     assert_eq!(counts["memories"], 2);
+    // The resource a platform published for alice is the platform's to withdraw.
     assert_eq!(
-        count(&db, "SELECT count(*) FROM engram.memories WHERE owner = 'alice'").await,
+        count(
+            &db,
+            "SELECT count(*) FROM engram.memories WHERE owner = 'alice' AND source <> 'resource'"
+        )
+        .await,
         0
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM engram.revisions WHERE owner = 'alice'").await,
+        count(
+            &db,
+            "SELECT count(*) FROM engram.memories WHERE owner = 'alice' AND source = 'resource'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM engram.revisions r JOIN engram.memories m ON m.owner = r.owner AND m.id = r.memory_id WHERE r.owner = 'alice' AND m.source <> 'resource'").await,
         0
     );
     assert_eq!(

@@ -230,3 +230,54 @@ async fn a_platform_token_mints_and_revokes_user_tokens() {
     .await;
     assert_eq!(audited, 4);
 }
+
+/// A minted token works only while the platform token that minted it does;
+/// each platform token's tokens per owner are capped on their own, so that
+/// another application cannot use up its allowance.
+#[tokio::test]
+async fn minted_tokens_die_with_their_minter_and_are_capped_per_minter() {
+    let db = TestDb::new(4).await;
+    let platform = db.token("app", true).await;
+    let other = db.token("other-app", true).await;
+    let mint = |token: String| {
+        let db = &db;
+        async move {
+            let v: serde_json::Value = bound_with(db, &token, Some("alice"))
+                .await
+                .query_one("SELECT engram.mint_token(label => 'web')", &[])
+                .await
+                .unwrap()
+                .get(0);
+            v["token"].as_str().unwrap().to_string()
+        }
+    };
+    let minted = mint(platform.clone()).await;
+    let from_other = mint(other.clone()).await;
+    assert_eq!(binds(&db, &minted).await, Ok("alice".to_string()));
+    // The other application fills its own allowance for alice...
+    db.admin
+        .batch_execute(
+            "INSERT INTO engram.tokens (owner, label, token_sha256, minted_by)
+             SELECT 'alice', 'filler', sha256(convert_to('filler' || n, 'UTF8')),
+                    (SELECT id FROM engram.tokens WHERE owner = 'other-app')
+             FROM generate_series(1, 1000) n",
+        )
+        .await
+        .unwrap();
+    let other_as_alice = bound_with(&db, &other, Some("alice")).await;
+    let (code, msg) = sqlstate(
+        other_as_alice
+            .query_one("SELECT engram.mint_token(label => 'x')", &[])
+            .await,
+    );
+    assert_eq!(code, "54000", "{msg}");
+    // ...which leaves this one's alone.
+    mint(platform.clone()).await;
+    // Revoking the platform token stops what it minted, and nothing else.
+    db.admin
+        .batch_execute("SELECT engram.revoke_token(owner => 'app', label => 'test')")
+        .await
+        .unwrap();
+    assert_eq!(binds(&db, &minted).await.unwrap_err().0, "28000");
+    assert_eq!(binds(&db, &from_other).await, Ok("alice".to_string()));
+}

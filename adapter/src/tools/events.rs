@@ -321,7 +321,7 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<SessionsArgs>,
     ) -> Result<Json<SessionsResult>, String> {
-        let sql = "SELECT session_id, workspace, first_event_at::text, last_event_at::text, events, has_summary
+        let sql = "SELECT session_id, workspace, to_jsonb(first_event_at) #>> '{}', to_jsonb(last_event_at) #>> '{}', events, has_summary
                    FROM engram.sessions(workspace => $1::text, lim => coalesce($2::integer, 20))";
         self.run(
             "memory_sessions",

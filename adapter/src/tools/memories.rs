@@ -226,7 +226,9 @@ pub struct Hit {
     pub content: String,
     pub kind: String,
     pub tags: Vec<String>,
+    #[serde(serialize_with = "score::serialize")]
     pub score: f32,
+    #[serde(serialize_with = "score::opt::serialize")]
     pub similarity: Option<f32>,
     /// When what it tells happened.
     pub occurred_at: Option<String>,
@@ -273,8 +275,11 @@ pub struct Memory {
     /// The memory's structured data (a JSON object).
     pub metadata: Value,
     pub status: String,
+    #[serde(serialize_with = "score::serialize")]
     pub importance: f32,
+    #[serde(serialize_with = "score::serialize")]
     pub trust_score: f32,
+    #[serde(serialize_with = "score::serialize")]
     pub staleness_score: f32,
     pub revision_count: i64,
     pub access_count: i64,
@@ -307,6 +312,7 @@ pub struct ForgetResult {
 #[derive(Serialize, JsonSchema)]
 pub struct FlagResult {
     pub id: String,
+    #[serde(serialize_with = "score::serialize")]
     pub trust_score: f32,
 }
 
@@ -317,7 +323,9 @@ pub struct Listed {
     pub kind: String,
     pub tags: Vec<String>,
     pub status: String,
+    #[serde(serialize_with = "score::serialize")]
     pub importance: f32,
+    #[serde(serialize_with = "score::serialize")]
     pub trust_score: f32,
     pub created_at: String,
     pub occurred_at: String,
@@ -555,8 +563,8 @@ impl EngramServer {
         let embedding = self.embed(c, query).await?;
         // The window is read once more by the database, with the session's time zone; the
         // answer carries the one the search used.
-        const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, occurred_at::text, valid_from::text,
-                               valid_to::text";
+        const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}',
+                               to_jsonb(valid_to) #>> '{}'";
         let (rows, window) = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show, as it is now.
             (None, Some((ghost_type, ghost_id))) => {
@@ -587,7 +595,7 @@ impl EngramServer {
                     .call(
                         c,
                         &format!(
-                            "SELECT {COLUMNS}, lower(time_window)::text, upper(time_window)::text, time_window IS NOT NULL
+                            "SELECT {COLUMNS}, to_jsonb(lower(time_window)) #>> '{{}}', to_jsonb(upper(time_window)) #>> '{{}}', time_window IS NOT NULL
                              FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
                                  tags_all => $5, internal_type => $6, scope_tags => $7,
                                  valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
@@ -659,7 +667,7 @@ impl EngramServer {
             .db
             .call(
                 c,
-                "SELECT lower(w)::text, upper(w)::text FROM engram.time_window($1,
+                "SELECT to_jsonb(lower(w)) #>> '{}', to_jsonb(upper(w)) #>> '{}' FROM engram.time_window($1,
                      coalesce($2::text::timestamptz, least($3::text::timestamptz, now()), now())) w
                  WHERE w IS NOT NULL",
                 &[&query, &reference_time, &known_at],
@@ -679,8 +687,8 @@ impl EngramServer {
     pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
         let uuid = parse_id(id)?;
         const COLUMNS: &str = "id::text, content, kind, source, tags, metadata, status, importance, trust_score,
-                               staleness_score, revision_count, access_count, created_at::text, updated_at::text,
-                               occurred_at::text, valid_from::text, valid_to::text";
+                               staleness_score, revision_count, access_count, to_jsonb(created_at) #>> '{}', to_jsonb(updated_at) #>> '{}',
+                               to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}', to_jsonb(valid_to) #>> '{}'";
         let rows = match ghost(c) {
             Some((ghost_type, ghost_id)) => {
                 self.shared
@@ -778,8 +786,8 @@ impl EngramServer {
 
     pub(super) async fn list_in(&self, c: &Caller, i: Option<&Internal>, a: ListArgs) -> Result<ListResult, String> {
         const COLUMNS: &str =
-            "id::text, content, kind, tags, status, importance, trust_score, created_at::text, next_cursor,
-             occurred_at::text, valid_from::text, valid_to::text";
+            "id::text, content, kind, tags, status, importance, trust_score, to_jsonb(created_at) #>> '{}', next_cursor,
+             to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}', to_jsonb(valid_to) #>> '{}'";
         check_cursor(a.cursor.as_deref(), a.order_by.as_deref())?;
         let valid_at = moment("valid_at", a.valid_at.as_deref())?;
         let rows = match (i, ghost(c)) {

@@ -952,3 +952,44 @@ mod tests {
         assert!(none.contains("It takes: no arguments."), "{none}");
     }
 }
+
+/// Scores as an agent reads them: four decimals. A tool's result becomes
+/// JSON through f64, where an f32 0.7 would read 0.699999988079071.
+pub(crate) mod score {
+    pub fn round(v: f32) -> f64 {
+        (f64::from(v) * 1e4).round() / 1e4
+    }
+
+    pub fn serialize<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(round(*v))
+    }
+
+    pub mod opt {
+        pub fn serialize<S: serde::Serializer>(v: &Option<f32>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => s.serialize_some(&super::round(*v)),
+                None => s.serialize_none(),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn scores_carry_four_decimals_without_float_noise() {
+            let v = serde_json::to_value(serde_json::json!({})).unwrap();
+            assert!(v.is_object());
+            assert_eq!(super::round(0.7), 0.7);
+            assert_eq!(super::round(0.123_456_7), 0.1235);
+            #[derive(serde::Serialize)]
+            struct S {
+                #[serde(serialize_with = "super::serialize")]
+                a: f32,
+                #[serde(serialize_with = "super::opt::serialize")]
+                b: Option<f32>,
+            }
+            let v = serde_json::to_value(S { a: 0.7, b: Some(0.3) }).unwrap();
+            assert_eq!(v.to_string(), r#"{"a":0.7,"b":0.3}"#);
+        }
+    }
+}

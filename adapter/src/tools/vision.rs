@@ -81,6 +81,7 @@ pub struct VisionSearchArgs {
 pub struct VisionHit {
     pub sha256: String,
     /// Cosine similarity of the image's embedding and the query's.
+    #[serde(serialize_with = "score::serialize")]
     pub similarity: f32,
     pub session_id: Option<String>,
     /// RFC 3339.

@@ -202,7 +202,7 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<WorkspaceListArgs>,
     ) -> Result<Json<WorkspaceListResult>, String> {
-        let sql = "SELECT name, description, status, states, last_state_at::text
+        let sql = "SELECT name, description, status, states, to_jsonb(last_state_at) #>> '{}'
                    FROM engram.workspace_list(include_archived => coalesce($1::boolean, false))";
         self.run(
             "memory_workspace_list",
@@ -337,7 +337,7 @@ impl EngramServer {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<StateListArgs>,
     ) -> Result<Json<StateListResult>, String> {
-        let sql = "SELECT name, description, active_task, next_steps, tags, created_at::text, archived
+        let sql = "SELECT name, description, active_task, next_steps, tags, to_jsonb(created_at) #>> '{}', archived
                    FROM engram.state_list(workspace => $1::text, include_archived => coalesce($2::boolean, false))";
         self.run(
             "memory_state_list",

@@ -57,6 +57,7 @@ pub struct Put {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct KeyQuery {
     /// The namespace, labels joined by dots: `users.alice.prefs`.
     pub namespace: String,
@@ -96,6 +97,7 @@ pub struct Deleted {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct NamespacesQuery {
     /// Only namespaces under this one (labels joined by dots).
     pub prefix: Option<String>,

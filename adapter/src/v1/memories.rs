@@ -53,6 +53,7 @@ pub struct RememberBody {
 
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only these kinds (repeat the parameter for several).
     pub kinds: Option<Vec<String>>,
@@ -64,8 +65,8 @@ pub struct ListQuery {
     pub order_by: Option<String>,
     /// Newest/highest first (default true).
     pub descending: Option<bool>,
-    /// Page size (1-1000, default 50).
-    #[param(minimum = 1, maximum = 1000)]
+    /// Page size (default 50; more than 1000 are capped at 1000).
+    #[param(minimum = 1)]
     pub limit: Option<i32>,
     /// next_cursor of the previous page.
     pub cursor: Option<String>,
@@ -84,6 +85,7 @@ pub struct ListQuery {
 
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct UserQuery {
     /// The user to act for (platform tokens).
     pub user_id: Option<String>,
@@ -91,6 +93,7 @@ pub struct UserQuery {
 
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ForgetQuery {
     /// Erase it with its history instead of archiving it (right to erasure).
     pub hard: Option<bool>,
@@ -131,8 +134,8 @@ pub struct SearchBody {
     /// What to look for, in natural language; exact tokens (error codes, ids) are matched too.
     #[schema(min_length = 1)]
     pub query: String,
-    /// Results (1-100, default 10).
-    #[schema(minimum = 1, maximum = 100)]
+    /// Results (default 10; more than 100 are capped at 100).
+    #[schema(minimum = 1)]
     pub limit: Option<i32>,
     /// Only these kinds.
     pub kinds: Option<Vec<String>>,
@@ -199,6 +202,17 @@ pub struct Memory {
     pub key: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
+    /// (recall) agent, human or system.
+    pub author_type: Option<String>,
+    /// (recall) How often it was flagged as wrong, and when last.
+    pub flag_count: Option<i32>,
+    pub flagged_at: Option<String>,
+    pub correction_count: Option<i32>,
+    /// (recall) Why it was archived, and the memory it was merged into.
+    pub archive_reason: Option<String>,
+    pub merged_into: Option<Uuid>,
+    pub session_id: Option<String>,
+    pub last_accessed_at: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]

@@ -64,6 +64,7 @@ pub async fn context(
 
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct EntitiesQuery {
     /// Only names starting with this (case and accents ignored).
     pub prefix: Option<String>,
@@ -111,6 +112,7 @@ pub async fn entities(
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct AboutQuery {
     /// Memories to include (default 20).
     pub limit: Option<i32>,
@@ -143,6 +145,8 @@ pub async fn about(
 /// costs the server at most what one large memory does.
 const MAX_EMBED_TEXTS: usize = 64;
 const MAX_EMBED_BYTES: usize = 256 * 1024;
+static EMBED_TURN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+const EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -189,6 +193,17 @@ pub async fn embed(
         crate::tools::check_size("each text", t, MAX_QUERY_BYTES)
             .map_err(|e| Problem::new(StatusCode::PAYLOAD_TOO_LARGE, e))?;
     }
+    // One embed call at a time: the embedder also serves every write and
+    // search, which must not queue behind a batch of someone's texts.
+    let _turn = match tokio::time::timeout(EMBED_WAIT, EMBED_TURN.acquire()).await {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            return Err(Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is embedding other texts; retry shortly, or send fewer texts per call",
+            ))
+        }
+    };
     let started = std::time::Instant::now();
     let r = s.embedder.embed_in(&c.owner, &b.texts).await;
     s.metrics.embedding(started.elapsed(), r.is_ok());
@@ -211,8 +226,8 @@ pub struct TokenBody {
     /// The user the token acts for (a platform token names any of its users; leave it out for the
     /// token's own owner).
     pub user_id: Option<String>,
-    /// What the token is for, e.g. "web session".
-    #[schema(min_length = 1, max_length = 200)]
+    /// What the token is for, e.g. "web session" (at most 200 bytes).
+    #[schema(min_length = 1)]
     pub label: String,
     /// The token stops working after this many seconds; leave it out for a token that does not expire.
     #[schema(exclusive_minimum = 0.0)]

@@ -117,6 +117,9 @@ pub fn router(shared: Arc<Shared>) -> (Router, Document) {
         .routes(routes!(resources::get, resources::update, resources::delete))
         .with_state(shared)
         .split_for_parts();
+    let router = router
+        .layer(axum::middleware::from_fn(user_in_query))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked));
     let mut doc = doc;
     // after the routes: it completes each of their operations
     Conventions.modify(&mut doc);
@@ -148,7 +151,7 @@ fn acting(c: &Caller, user_id: Option<&str>) -> V1<Caller> {
     crate::limits::check_len("user_id", user, crate::limits::MAX_ID_CHARS).map_err(Problem::bad_request)?;
     if let Some(header) = c.act_as.as_deref().filter(|h| *h != user) {
         return Err(Problem::bad_request(format!(
-            "user_id '{}' differs from X-User-Id '{}'; name the user once",
+            "user_id '{}' differs from the user named in X-User-Id or the query ('{}'); name the user once",
             crate::limits::clip(user),
             crate::limits::clip(header)
         )));
@@ -167,6 +170,44 @@ fn acting(c: &Caller, user_id: Option<&str>) -> V1<Caller> {
         owner: user.to_string(),
         ..c.clone()
     })
+}
+
+/// A `user_id` in the query string names the user of every `/v1` call,
+/// those with a JSON body too: the request's caller acts for it from here
+/// on (`acting`: platform tokens only), and a `user_id` in the body must
+/// agree. Sent twice, or empty, it is an error.
+async fn user_in_query(mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let query = req.uri().query().unwrap_or_default();
+    let pairs: Vec<(String, String)> = match serde_html_form::from_str(query) {
+        Ok(p) => p,
+        Err(e) => return Problem::bad_request(format!("the query string does not parse: {e}")).into_response(),
+    };
+    let mut named = pairs.into_iter().filter(|(k, _)| k == "user_id").map(|(_, v)| v);
+    let Some(user) = named.next() else {
+        return next.run(req).await;
+    };
+    if named.next().is_some() {
+        return Problem::bad_request("user_id was sent more than once; name the user once").into_response();
+    }
+    let Some(caller) = req.extensions().get::<Caller>().cloned() else {
+        return next.run(req).await;
+    };
+    match acting(&caller, Some(&user)) {
+        Ok(c) => {
+            req.extensions_mut().insert(c);
+            next.run(req).await
+        }
+        Err(p) => p.into_response(),
+    }
+}
+
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!(panic = %crate::tools::panic_message(&*panic), "a /v1 handler panicked");
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "engram-mcp failed on this request (an internal error, logged by the server); nothing more was done",
+    )
+    .into_response()
 }
 
 /// One bound call: the first column of the first row (JSON null when none).
@@ -230,9 +271,9 @@ fn dotted(namespace: Option<&str>) -> Option<Vec<String>> {
     namespace.map(|n| n.split('.').map(str::to_string).collect())
 }
 
-/// A TTL in seconds (above 0, at most a thousand years).
+/// A TTL in seconds (above 0, at most 100 years: the database's limit).
 fn check_ttl(ttl: Option<f64>) -> V1<()> {
-    const MAX: f64 = 365_000.0 * 86_400.0;
+    const MAX: f64 = 36_500.0 * 86_400.0;
     match ttl {
         Some(t) if !(t.is_finite() && t > 0.0 && t <= MAX) => Err(Problem::bad_request(format!(
             "ttl must be a number of seconds above 0 and at most {MAX}; leave it out for a memory that does not expire"

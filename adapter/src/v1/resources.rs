@@ -17,6 +17,7 @@ use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ResourceBody {
     pub name: Option<String>,
     pub content: Option<String>,
@@ -27,6 +28,7 @@ pub struct ResourceBody {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct UserQuery {
     /// The user to act for (platform tokens).
     pub user_id: Option<String>,

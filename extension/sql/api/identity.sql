@@ -13,6 +13,14 @@ BEGIN
     SELECT t.* INTO r FROM engram.tokens t
     WHERE t.token_sha256 = sha256(convert_to(coalesce(p_token, ''), 'UTF8'::name))
       AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now());
+    -- A token a platform token minted (engram.mint_token) works only while
+    -- its minter does: revoking an application's token revokes what it
+    -- handed out.
+    IF r.minted_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM engram.tokens p
+        WHERE p.id = r.minted_by AND p.revoked_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())) THEN
+        RETURN NULL;
+    END IF;
     RETURN r;
 END
 $fn$;
@@ -239,9 +247,10 @@ $fn$;
 -- users without a DBA. Refused to user tokens, in an agent or ghost
 -- context and to sessions bound otherwise (a DBA uses create_token). The
 -- plaintext is returned once; the new token records which platform token
--- minted it, and only that one revokes it (engram.revoke_minted_token).
--- At most 1,000 usable tokens per owner: a platform token cannot fill the
--- table.
+-- minted it, and only that one revokes it (engram.revoke_minted_token);
+-- it stops working when its minter is revoked or expires. One platform
+-- token holds at most 1,000 usable tokens per owner (other platforms'
+-- tokens do not count against it).
 CREATE FUNCTION engram.mint_token(label text DEFAULT NULL, expires interval DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -274,8 +283,9 @@ BEGIN
     END IF;
     PERFORM engram._lock_owner(v_owner);
     IF (SELECT count(*) FROM engram.tokens t
-        WHERE t.owner = v_owner AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) >= 1000 THEN
-        RAISE EXCEPTION 'owner % has 1000 usable tokens, the most one owner may hold; revoke some first', engram._echo(v_owner)
+        WHERE t.owner = v_owner AND t.minted_by = (v_binding ->> 'token_id')::uuid AND t.revoked_at IS NULL
+          AND (t.expires_at IS NULL OR t.expires_at > now())) >= 1000 THEN
+        RAISE EXCEPTION 'this platform token has minted 1000 usable tokens for owner %, the most it may hold; revoke some first', engram._echo(v_owner)
             USING ERRCODE = '54000';
     END IF;
     v_token := 'eg_' || replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');

@@ -166,8 +166,9 @@ $fn$;
 -- owner, in every context, with its revisions, access statistics,
 -- entities, scope-list entries and the images only it held (by foreign
 -- key and trigger), and the owner's recorded search misses. Tokens,
--- slots, workspaces, states, grants and the audit log stay: they are not
--- memories. One audit row records how many went. Returns the counts.
+-- slots, workspaces, states, grants, the audit log and the resources a
+-- platform published for the owner stay: they are not the user's
+-- memories (a platform withdraws its resources with resource_delete). One audit row records how many went. Returns the counts.
 CREATE FUNCTION engram.erase_memories(owner text DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -181,7 +182,7 @@ BEGIN
     END IF;
     PERFORM engram._lock_owner(v_owner);
     DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
-    DELETE FROM engram.memories m WHERE m.owner = v_owner;
+    DELETE FROM engram.memories m WHERE m.owner = v_owner AND m.source <> 'resource';
     GET DIAGNOSTICS v_memories = ROW_COUNT;
     DELETE FROM engram.misses x WHERE x.owner = v_owner;
     GET DIAGNOSTICS v_misses = ROW_COUNT;
