@@ -65,6 +65,10 @@ async def test_an_agent_resumes_across_sessions(server, tokens, database):
         assert r["workspace"]["root_folder"] == "/src/billing"
         assert [x["name"] for x in r["states"]] == ["before-deploy-fix"]
         assert r["sessions"][0]["session_id"] == "resume-1"
+        # the list and the load agree on what a state holds
+        listed, err = await call(s, "memory_state_list", workspace="billing-api")
+        loaded, _ = await call(s, "memory_state_load", workspace="billing-api", name="before-deploy-fix")
+        assert not err and listed["states"][0]["next_steps"] == loaded["state"]["next_steps"], (listed, loaded)
         r, err = await call(s, "memory_context", workspace="billing-api", query_text="how do I deploy?")
         assert not err, r
         assert r["state"]["next_steps"][0] == "set DATABASE_URL in deploy/prod.env"

@@ -291,3 +291,33 @@ def test_the_readme_http_session_runs(api):
     assert answers[1]["results"][0]["content"] == "Alice drinks green tea"
     assert answers[2]["status"] in ("created", "unchanged", "revised")
     assert answers[3]["value"] == {"theme": "dark"}
+
+
+def test_slots_workspaces_states_and_events(api):
+    with client(api, api["platform"]) as c:
+        u = {"user_id": "quinn"}
+        assert c.put("/v1/slots/persona", json={"content": "terse", "pinned": True, **u}).json()["content"] == "terse"
+        assert c.put("/v1/slots/persona", json={"content": "cites paths", "append": True, **u}).json()["content"] \
+            == "terse\ncites paths"
+        assert [x["label"] for x in c.get("/v1/slots", params=u).json()["slots"]] == ["persona"]
+        assert c.get("/v1/slots/persona", params=u).json()["pinned"] is True
+        problem(c.get("/v1/slots/persona", params={"user_id": "rex"}), 404)
+        r = c.post("/v1/workspaces", json={"name": "billing", "root_folder": "/src/billing", **u})
+        assert r.status_code == 201, r.text
+        r = c.post("/v1/workspaces/billing/states", json={"name": "before-fix", "next_steps": ["run tests"], **u})
+        assert r.status_code == 201, r.text
+        listed = c.get("/v1/workspaces/billing/states", params=u).json()["states"]
+        loaded = c.get("/v1/workspaces/billing/states/before-fix", params=u).json()
+        assert listed[0]["next_steps"] == loaded["next_steps"] == ["run tests"], (listed, loaded)
+        problem(c.post("/v1/workspaces/billing/states", json={"name": "before-fix", **u}), 409)
+        r = c.post("/v1/events", json={"event_type": "tool_invocation", "tool_name": "deploy", "success": False,
+                                       "error": "DATABASE_URL is not set", "session_id": "s1", "workspace": "billing",
+                                       **u})
+        assert r.status_code == 201 and r.json()["status"] == "captured", r.text
+        assert [x["session_id"] for x in c.get("/v1/sessions", params=u).json()["sessions"]] == ["s1"]
+        ws = c.get("/v1/workspaces/billing", params=u).json()
+        assert ws["workspace"]["root_folder"] == "/src/billing", ws
+        assert c.patch("/v1/workspaces/billing", json={"purpose": "invoices", **u}).status_code == 200
+        assert c.delete("/v1/workspaces/billing", params=u).status_code == 200
+        assert c.get("/v1/workspaces", params=u).json()["workspaces"] == []
+        assert c.delete("/v1/slots/persona", params=u).json() == {"deleted": True}

@@ -145,7 +145,8 @@ pub struct StateItem {
     pub name: String,
     pub description: String,
     pub active_task: String,
-    pub next_steps: i32,
+    /// The next steps, as memory_state_load returns them.
+    pub next_steps: Vec<String>,
     pub tags: Vec<String>,
     pub created_at: String,
     pub archived: bool,

@@ -9,6 +9,7 @@
 //! earlier releases are aliases of these handlers (`aliases`).
 
 pub mod aliases;
+mod continuity;
 mod items;
 mod memories;
 mod misc;
@@ -48,6 +49,7 @@ type V1<T> = Result<T, Problem>;
         (name = "items", description = "Keyed memories: put, get and delete by namespace and key"),
         (name = "context", description = "Prompt-ready context, entities, embeddings"),
         (name = "tokens", description = "User tokens that a platform token mints, and erasure"),
+        (name = "continuity", description = "Slots, workspaces and their states, captured events and sessions"),
         (name = "resources", description = "Resources that a platform publishes to its users' agents"),
     )
 )]
@@ -113,6 +115,18 @@ pub fn router(shared: Arc<Shared>) -> (Router, Document) {
         .routes(routes!(misc::mint_token))
         .routes(routes!(misc::revoke_token))
         .routes(routes!(misc::erase_user))
+        .routes(routes!(continuity::slots))
+        .routes(routes!(continuity::slot, continuity::set_slot, continuity::delete_slot))
+        .routes(routes!(continuity::workspaces, continuity::create_workspace))
+        .routes(routes!(
+            continuity::workspace,
+            continuity::update_workspace,
+            continuity::archive_workspace
+        ))
+        .routes(routes!(continuity::states, continuity::save_state))
+        .routes(routes!(continuity::state, continuity::archive_state))
+        .routes(routes!(continuity::capture))
+        .routes(routes!(continuity::sessions))
         .routes(routes!(resources::list, resources::create))
         .routes(routes!(resources::get, resources::update, resources::delete))
         .with_state(shared)

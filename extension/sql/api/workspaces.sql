@@ -332,7 +332,8 @@ BEGIN
 END
 $fn$;
 
-CREATE TYPE engram.state_item AS (name text, description text, active_task text, next_steps integer, tags text[],
+-- (next_steps: the list, as state_load returns it; a count before 0.17.0)
+CREATE TYPE engram.state_item AS (name text, description text, active_task text, next_steps text[], tags text[],
                                   created_at timestamptz, archived boolean);
 
 CREATE FUNCTION engram.state_list(owner text DEFAULT NULL, workspace text DEFAULT NULL, include_archived boolean DEFAULT false)
@@ -344,7 +345,7 @@ DECLARE
 BEGIN
     RETURN QUERY
     SELECT s.name, left(split_part(s.description, E'\n', 1), 120), left(s.active_task, 120),
-           cardinality(s.next_steps), s.tags, s.created_at, s.archived_at IS NOT NULL
+           s.next_steps, s.tags, s.created_at, s.archived_at IS NOT NULL
     FROM engram.states s
     WHERE s.owner = w.owner AND s.workspace_id = w.id AND (s.archived_at IS NULL OR coalesce(state_list.include_archived, false))
     ORDER BY s.created_at DESC;
