@@ -77,6 +77,65 @@ pub struct AuthState {
     /// Whether engram-mcp listens on a loopback address: anonymous requests
     /// are possible only then (and only from loopback peers).
     pub loopback_listener: bool,
+    /// What the database last said of each token (and of anonymous access),
+    /// for an outage: see `Recent`.
+    pub recent: Recent,
+}
+
+/// A token's owner and whether it is a platform token.
+type Identity = (String, bool);
+
+/// The database's latest answers about tokens, used only while it cannot
+/// be asked. During an outage a request with a token the database accepted
+/// in the last ten minutes goes on to its handler, whose call fails with an
+/// error that says "retry" (an MCP tool error, a /v1 503): an MCP client
+/// keeps its session, where an HTTP 503 from /mcp ends it in some SDKs.
+/// Nothing is served from it: every call binds with the token again in the
+/// database, which refuses a token revoked in the meantime.
+#[derive(Default)]
+pub struct Recent {
+    tokens: std::sync::Mutex<std::collections::HashMap<String, (Identity, std::time::Instant)>>,
+    anonymous: std::sync::Mutex<Option<(bool, std::time::Instant)>>,
+}
+
+impl Recent {
+    const KEPT: std::time::Duration = std::time::Duration::from_secs(600);
+    const MAX_TOKENS: usize = 10_000;
+
+    fn remember(&self, token: &str, identity: &(String, bool)) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if tokens.len() >= Self::MAX_TOKENS {
+            tokens.retain(|_, (_, at)| at.elapsed() < Self::KEPT);
+            if tokens.len() >= Self::MAX_TOKENS {
+                tokens.clear();
+            }
+        }
+        tokens.insert(token.to_string(), (identity.clone(), std::time::Instant::now()));
+    }
+
+    fn forget(&self, token: &str) {
+        self.tokens.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
+    }
+
+    fn identity(&self, token: &str) -> Option<(String, bool)> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens
+            .get(token)
+            .filter(|(_, at)| at.elapsed() < Self::KEPT)
+            .map(|(identity, _)| identity.clone())
+    }
+
+    fn set_anonymous(&self, allowed: bool) {
+        *self.anonymous.lock().unwrap_or_else(|e| e.into_inner()) = Some((allowed, std::time::Instant::now()));
+    }
+
+    fn anonymous(&self) -> Option<bool> {
+        self.anonymous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .filter(|(_, at)| at.elapsed() < Self::KEPT)
+            .map(|(allowed, _)| allowed)
+    }
 }
 
 /// One header's value. Identity and scope come from headers, so anything
@@ -189,13 +248,21 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
     };
     let (owner, platform) = match bearer {
         Some(token) => match state.db.authenticate(token).await {
-            Ok(Some(identity)) => identity,
+            Ok(Some(identity)) => {
+                state.recent.remember(token, &identity);
+                identity
+            }
             Ok(None) => {
+                state.recent.forget(token);
                 return deny(
                     StatusCode::UNAUTHORIZED,
                     "unknown or revoked token; create one with engram.create_token",
-                )
+                );
             }
+            Err(e) if e.unavailable() => match state.recent.identity(token) {
+                Some(identity) => identity,
+                None => return deny(StatusCode::SERVICE_UNAVAILABLE, &format!("cannot check the token: {e}")),
+            },
             Err(e) => return deny(StatusCode::SERVICE_UNAVAILABLE, &format!("cannot check the token: {e}")),
         },
         None if !(state.loopback_listener && peer_loopback) => {
@@ -206,8 +273,14 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         }
         // The database decides, as engram.bind(NULL) will: only while it
         // has never had a token.
-        None => match state.db.anonymous_allowed().await {
+        None => match state
+            .db
+            .anonymous_allowed()
+            .await
+            .inspect(|a| state.recent.set_anonymous(*a))
+        {
             Ok(true) => (String::new(), false),
+            Err(e) if e.unavailable() && state.recent.anonymous() == Some(true) => (String::new(), false),
             Ok(false) => {
                 return deny(
                     StatusCode::UNAUTHORIZED,
@@ -398,6 +471,23 @@ mod tests {
             header(&headers(&[("x-user-id", " bob ")]), "x-user-id"),
             Ok(Some("bob"))
         );
+    }
+
+    #[test]
+    fn only_recent_answers_of_the_database_are_kept_for_an_outage() {
+        let recent = Recent::default();
+        assert_eq!(recent.identity("eg_1"), None);
+        recent.remember("eg_1", &("alice".into(), false));
+        assert_eq!(recent.identity("eg_1"), Some(("alice".into(), false)));
+        recent.forget("eg_1");
+        assert_eq!(
+            recent.identity("eg_1"),
+            None,
+            "a token the database refused is forgotten"
+        );
+        assert_eq!(recent.anonymous(), None);
+        recent.set_anonymous(true);
+        assert_eq!(recent.anonymous(), Some(true));
     }
 
     #[test]

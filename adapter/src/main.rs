@@ -319,6 +319,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let auth = Arc::new(caller::AuthState {
         db: db.clone(),
         loopback_listener: args.listen.ip().is_loopback(),
+        recent: Default::default(),
     });
     let mcp = if args.stateless {
         config.legacy_session_mode = false;
