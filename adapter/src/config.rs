@@ -208,18 +208,19 @@ pub struct CommonArgs {
     /// wheel). Default: lib/libonnxruntime.so found as --model-dir is.
     #[arg(long, env = "ENGRAM_ONNX_RUNTIME")]
     pub onnx_runtime: Option<PathBuf>,
-    /// Tool groups to serve, or `all`: core (the nine memory_* tools), internal (the five memory_internal_*
-    /// tools, listed only to requests with X-Internal-Type), workspace (memory_workspace_*, memory_state_*),
-    /// events (memory_capture, memory_context, memory_summarize, memory_sessions), slots (memory_slot_*),
-    /// sharing (memory_grant, memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups
-    /// are neither listed nor callable. The default lists 22 tools; clients cap how many they show.
-    #[arg(
-        long,
-        env = "ENGRAM_TOOLS",
-        value_delimiter = ',',
-        default_value = "core,internal,workspace,events"
-    )]
+    /// Tool groups to serve, or `all`: basic (memory_remember, _search, _recall, _update, _forget and
+    /// _context: what most agents need), core (the memory_* tools: also _list, _flag, _reopen, _consolidate,
+    /// _crystallize, _entities, _about), internal (the five memory_internal_* tools, listed only to requests
+    /// with X-Internal-Type), workspace (memory_workspace_*, memory_state_*), events (memory_capture,
+    /// memory_context, memory_summarize, memory_sessions), slots (memory_slot_*), sharing (memory_grant,
+    /// memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups are neither listed nor
+    /// callable. The default lists 6 tools, about 7 KB of tools/list on every agent turn; `all` lists 34.
+    #[arg(long, env = "ENGRAM_TOOLS", value_delimiter = ',', default_value = "basic,internal")]
     pub tools: Vec<String>,
+    /// List each tool's outputSchema in tools/list (results are structured either way). Off by default: the
+    /// schemas add about as much to every agent turn as the tools' arguments do.
+    #[arg(long, env = "ENGRAM_OUTPUT_SCHEMAS")]
+    pub output_schemas: bool,
     /// Serve vision memories (SPEC 11): the `vision` tool group (memory_image_put, memory_vision_search), with
     /// the image embedder --image-embedder picks. Off by default; without it those tools are not listed.
     #[arg(long, env = "ENGRAM_VISION")]

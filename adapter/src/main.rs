@@ -193,6 +193,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
     // Flags first: a typo should not wait for the model to load.
     let mut groups = tools::Groups::parse(&args.tools).map_err(|e| anyhow::anyhow!(e))?;
     groups.vision = args.vision;
+    groups.output_schemas = args.output_schemas;
     let limits = db::Limits {
         pool_wait: std::time::Duration::from_millis(args.pool_wait_ms),
         statement_timeout: std::time::Duration::from_millis(args.statement_timeout_ms),

@@ -123,8 +123,8 @@ def serving(database, *extra, **kw):
 
 @pytest.fixture(scope="session")
 def server(database, tokens):
-    """engram-mcp with every tool group (--tools all)."""
-    with serving(database, "--tools", "all") as base:
+    """engram-mcp with every tool group (--tools all), output schemas listed."""
+    with serving(database, "--tools", "all", "--output-schemas") as base:
         yield base
 
 

@@ -322,7 +322,7 @@ async def test_rest_status_codes_follow_the_sqlstate(server, tokens):
 async def test_a_statement_timeout_says_retry_shortly(tokens):
     db = new_database()
     token = psql(db, "SELECT engram.create_token(owner => 'wes', label => 'pytest')")
-    with serving(db, "--statement-timeout-ms", "1000") as base:
+    with serving(db, "--tools", "all", "--statement-timeout-ms", "1000") as base:
         async with mcp_session(base, token) as s:
             r, err = await call(s, "memory_remember", content="Wes keeps the spare keys in the shed")
             assert not err

@@ -44,7 +44,7 @@ def accesses(db, mem):
 
 async def test_reads_go_to_the_standby_and_writes_to_the_primary(database, tokens):
     read_url = f"host={REPLICA_HOST} port={REPLICA_PORT} user=engram_mcp dbname={database}"
-    with serving(database, "--read-database-url", read_url) as base:
+    with serving(database, "--tools", "all", "--read-database-url", read_url) as base:
         async with mcp_session(base, tokens["alice"]) as s:
             r, err = await call(s, "memory_remember", content="replica: the staging database is called kestrel")
             assert not err and r["status"] == "created", r

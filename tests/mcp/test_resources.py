@@ -139,3 +139,14 @@ def test_api_and_ui_refuse_foreign_hosts_and_origins():
         assert r.status_code == 403 and "--allowed-origins" in r.json()["error"]
         origin = base.replace("127.0.0.1", "localhost")
         assert httpx.get(base + "/api/memories", headers={"Origin": origin}).status_code == 200
+
+
+def test_the_api_aliases_take_the_user_from_the_query_too():
+    db = new_database()
+    platform = psql(db, "SELECT engram.create_token(owner => 'platform', label => 'p', platform => true)")
+    with serving(db) as base:
+        r = rest(base, "POST", "/api/resources?user_id=rita", platform, {"name": "x", "content": "the runbook"})
+        assert r.status_code == 201, r.text
+        assert psql(db, "SELECT owner FROM engram.memories WHERE source = 'resource'") == "rita"
+        r = rest(base, "GET", "/api/memories?user_id=rita&user_id=sam", platform)
+        assert r.status_code == 400 and "once" in r.json()["error"], r.text

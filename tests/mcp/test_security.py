@@ -220,20 +220,24 @@ def locked_memories(database, seconds):
 async def test_statement_and_pool_timeouts(tokens):
     db = new_database()
     token = psql(db, "SELECT engram.create_token(owner => 'alice', label => 'pytest')")
-    with serving(db, "--pool-size", "1", "--pool-wait-ms", "300", "--statement-timeout-ms", "1500") as base:
+    with serving(db, "--tools", "all", "--pool-size", "1", "--pool-wait-ms", "300", "--statement-timeout-ms", "1500") as base:
         async with mcp_session(base, token) as s:
             await call(s, "memory_remember", content="warm the pool")
             with locked_memories(db, 4):
                 started = time.monotonic()
                 slow = asyncio.create_task(call(s, "memory_list"))
                 await asyncio.sleep(0.3)
-                # the one connection is taken: a new request waits 300 ms, then
+                # the one connection is taken: a new call waits 300 ms, then
                 # gets a 503 that says to retry instead of hanging
                 t = time.monotonic()
-                r = await asyncio.to_thread(httpx.post, base + "/mcp", json=INITIALIZE, timeout=10,
-                                            headers={**JSON_HEADERS, "Authorization": f"Bearer {token}"})
+                r = await asyncio.to_thread(httpx.get, base + "/v1/memories", timeout=10,
+                                            headers={"Authorization": f"Bearer {token}"})
                 assert r.status_code == 503 and "busy" in r.text and "retry" in r.text, r.text
+                assert r.headers["retry-after"]
                 assert time.monotonic() - t < 1.5
+                # an MCP session's next call is a tool error that says so, not an HTTP error
+                text, err = await call(s, "memory_search", query="pool")
+                assert err and "retry" in text, text
                 text, err = await slow
                 assert err and "timeout" in text, text
                 assert time.monotonic() - started < 3.5, "the statement timeout did not end the blocked call"

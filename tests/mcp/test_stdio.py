@@ -11,14 +11,17 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from conftest import BIN, HOST, MODEL_DIR, PORT, call, new_database, psql
-from test_tools import CORE, EVENTS, INTERNAL, WORKSPACE
+from test_tools import BASIC, CORE, EVENTS, INTERNAL, WORKSPACE
 
 pytestmark = pytest.mark.anyio
 
 
 def stdio_env(database, token=None, **extra):
     env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=engram_mcp dbname={database}",
-               ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn", **extra)
+               ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn", ENGRAM_TOOLS="all")
+    env.update(extra)
+    # ENGRAM_TOOLS=None: engram-mcp's default tool set
+    env = {k: v for k, v in env.items() if v is not None}
     env.pop("ENGRAM_TOKEN", None)
     if token is not None:
         env["ENGRAM_TOKEN"] = token
@@ -35,9 +38,9 @@ async def stdio_session(database, token=None, *args, **extra):
 
 
 async def test_stdio_serves_the_tokens_owner(database, tokens):
-    async with stdio_session(database, tokens["alice"]) as s:
+    async with stdio_session(database, tokens["alice"], ENGRAM_TOOLS=None) as s:
         tools = {t.name for t in (await s.list_tools()).tools}
-        assert tools == CORE | WORKSPACE | EVENTS
+        assert tools == BASIC
         assert not tools & INTERNAL, "no internal context over stdio"
         r, err = await call(s, "memory_remember", content="stdio: Alice's build server is named hopper",
                             tags=["infra"])

@@ -178,6 +178,10 @@ def test_a_platform_token_names_the_user_per_request(api):
         problem(app.delete("/v1/items", params={"namespace": "a", "key": "k", "user_id": ""}), 400)
         problem(app.get("/v1/memories", params=[("user_id", "carol"), ("user_id", "dave")]), 400)
         problem(app.get("/v1/memories", params={"userid": "carol"}), 400)
+        problem(app.post("/v1/memories", params={"userId": "carol"}, json={"content": "x"}), 400)
+        problem(app.put("/v1/slots/x", params={"workspace": "w"}, json={"content": "x"}), 400)
+        problem(app.get("/v1/memories?user_id=%FF"), 400)
+        problem(app.delete(f"/v1/tokens/{uuid.uuid4()}", params={"user": "x"}), 400)
         problem(alice.post("/v1/memories", params={"user_id": "carol"}, json={"content": "x"}), 403)
         # the header and the parameter must agree
         problem(app.get("/v1/memories", params={"user_id": "carol"}, headers={"X-User-Id": "dave"}), 400)

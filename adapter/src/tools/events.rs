@@ -94,7 +94,7 @@ pub struct ContextResult {
     pub summary: Value,
     /// Recent tool calls: tool_name, success, error, output_summary, age_s.
     pub tool_events: Value,
-    /// The top memories for the query.
+    /// The top memories for the query: id, kind, score, age_s (their content is in `text`, once).
     pub memories: Value,
     /// Items left out to stay within the budget, by section (cut from the end: memories first, state last).
     pub omitted: Value,
@@ -272,7 +272,7 @@ impl EngramServer {
                 slots: v["slots"].take(),
                 summary: v["summary"].take(),
                 tool_events: v["tool_events"].take(),
-                memories: v["memories"].take(),
+                memories: without_content(v["memories"].take()),
                 omitted: v["omitted"].take(),
             })
         })
@@ -344,5 +344,25 @@ impl EngramServer {
             }),
         )
         .await
+    }
+}
+
+/// The context's memories without their content, which `text` already
+/// carries under each one's id: an agent reads every memory once.
+fn without_content(mut memories: Value) -> Value {
+    for m in memories.as_array_mut().into_iter().flatten() {
+        if let Some(m) = m.as_object_mut() {
+            m.remove("content");
+        }
+    }
+    memories
+}
+
+#[cfg(test)]
+mod context_tests {
+    #[test]
+    fn the_contexts_memories_are_listed_without_their_content() {
+        let v = super::without_content(serde_json::json!([{"id": "a", "content": "x", "score": 0.5}]));
+        assert_eq!(v, serde_json::json!([{"id": "a", "score": 0.5}]));
     }
 }

@@ -64,6 +64,13 @@ pub struct SearchArgs {
     /// Only memories about this person, project, place or thing (memory_entities lists them; case and accents
     /// ignored).
     pub entity: Option<String>,
+    /// Leave out hits less similar than this (cosine, -1..1; e.g. 0.3 drops unrelated ones).
+    pub min_similarity: Option<f32>,
+    /// Conditions on each memory's metadata (or a keyed memory's value): {"team": "core", "n": {"$gte": 2}};
+    /// operators $eq $ne $gt $gte $lt $lte $in.
+    pub filter: Option<Value>,
+    /// Only keyed memories under this namespace, e.g. ["users", "alice"].
+    pub namespace_prefix: Option<Vec<String>>,
 }
 
 /// What a search keeps and when it answers for (memory_search's kinds,
@@ -76,6 +83,9 @@ pub(super) struct Filters {
     pub known_at: Option<String>,
     pub reference_time: Option<String>,
     pub entity: Option<String>,
+    pub min_similarity: Option<f32>,
+    pub filter: Option<Value>,
+    pub namespace_prefix: Option<Vec<String>>,
 }
 
 impl From<SearchArgs> for Filters {
@@ -87,6 +97,9 @@ impl From<SearchArgs> for Filters {
             known_at: a.known_at,
             reference_time: a.reference_time,
             entity: a.entity,
+            min_similarity: a.min_similarity,
+            filter: a.filter,
+            namespace_prefix: a.namespace_prefix,
         }
     }
 }
@@ -226,6 +239,9 @@ pub struct Hit {
     pub content: String,
     pub kind: String,
     pub tags: Vec<String>,
+    /// Its structured data (left out when empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
     #[serde(serialize_with = "score::serialize")]
     pub score: f32,
     #[serde(serialize_with = "score::opt::serialize")]
@@ -559,17 +575,25 @@ impl EngramServer {
         let known_at = moment("known_at", f.known_at.as_deref())?;
         let reference_time = moment("reference_time", f.reference_time.as_deref())?;
         let (kinds, tags, entity) = (f.kinds, f.tags, f.entity);
+        let (min_similarity, filter, namespace_prefix) = (f.min_similarity, f.filter, f.namespace_prefix);
         check_opt("entity", entity.as_deref(), 200)?;
         let embedding = self.embed(c, query).await?;
         // The window is read once more by the database, with the session's time zone; the
         // answer carries the one the search used.
         const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}',
-                               to_jsonb(valid_to) #>> '{}'";
+                               to_jsonb(valid_to) #>> '{}', metadata";
         let (rows, window) = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show, as it is now.
             (None, Some((ghost_type, ghost_id))) => {
                 if valid_at.is_some() || known_at.is_some() || entity.is_some() {
                     return Err("A ghost shows what holds now; leave valid_at, known_at and entity out.".into());
+                }
+                if min_similarity.is_some() || filter.is_some() || namespace_prefix.is_some() {
+                    return Err(
+                        "A ghost search takes query, limit, kinds and tags; leave min_similarity, filter and \
+                                namespace_prefix out."
+                            .into(),
+                    );
                 }
                 let rows = self
                     .shared
@@ -599,7 +623,9 @@ impl EngramServer {
                              FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
                                  tags_all => $5, internal_type => $6, scope_tags => $7,
                                  valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
-                                 reference_time => $10::text::timestamptz, entity => $11::text)"
+                                 reference_time => $10::text::timestamptz, entity => $11::text,
+                                 min_similarity => coalesce($12::real, 0), filter => $13::jsonb,
+                                 namespace_prefix => $14::text[])"
                         ),
                         &[
                             &embedding,
@@ -613,6 +639,9 @@ impl EngramServer {
                             &known_at,
                             &reference_time,
                             &entity,
+                            &min_similarity,
+                            &filter,
+                            &namespace_prefix,
                         ],
                     )
                     .await;
@@ -628,20 +657,22 @@ impl EngramServer {
         };
         let rows = rows.map_err(|e| db_error(e, None))?;
         let time_window = match rows.first() {
-            Some(r) if r.col::<bool>(11)? => Some(TimeWindow {
-                start: r.col(9)?,
-                end: r.col(10)?,
+            Some(r) if r.col::<bool>(12)? => Some(TimeWindow {
+                start: r.col(10)?,
+                end: r.col(11)?,
             }),
             _ => window,
         };
         let hits = rows
             .iter()
             .map(|r| {
+                let metadata: Option<Value> = r.col(9)?;
                 Ok(Hit {
                     id: r.col(0)?,
                     content: r.col(1)?,
                     kind: r.col(2)?,
                     tags: r.col(3)?,
+                    metadata: metadata.filter(|m| m.as_object().is_none_or(|o| !o.is_empty())),
                     score: r.col(4)?,
                     similarity: r.col(5)?,
                     occurred_at: r.col(6)?,

@@ -76,6 +76,8 @@ impl Shared {
 /// neither listed nor callable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Groups {
+    /// The handful of tools most agents need (BASIC_TOOLS), the default.
+    pub basic: bool,
     pub core: bool,
     pub internal: bool,
     pub sharing: bool,
@@ -84,9 +86,23 @@ pub struct Groups {
     pub events: bool,
     /// Not a `--tools` name: `--vision` turns it on, since it needs an image embedder.
     pub vision: bool,
+    /// Not a group: `--output-schemas` lists each tool's outputSchema (the
+    /// results are structured either way).
+    pub output_schemas: bool,
 }
 
-pub const GROUP_NAMES: [&str; 6] = ["core", "internal", "sharing", "slots", "workspace", "events"];
+/// The default tool set (`--tools basic`): what an agent needs to keep and
+/// use memories, at a small cost in tools/list on every turn.
+pub const BASIC_TOOLS: [&str; 6] = [
+    "memory_remember",
+    "memory_search",
+    "memory_recall",
+    "memory_update",
+    "memory_forget",
+    "memory_context",
+];
+
+pub const GROUP_NAMES: [&str; 7] = ["basic", "core", "internal", "sharing", "slots", "workspace", "events"];
 
 impl Groups {
     /// Group names, or `all`.
@@ -107,6 +123,7 @@ impl Groups {
             ));
         }
         Ok(Groups {
+            basic: names.contains(&"basic"),
             core: names.contains(&"core"),
             internal: names.contains(&"internal"),
             sharing: names.contains(&"sharing"),
@@ -114,6 +131,7 @@ impl Groups {
             workspace: names.contains(&"workspace"),
             events: names.contains(&"events"),
             vision: false,
+            output_schemas: false,
         })
     }
 
@@ -137,6 +155,9 @@ impl Groups {
     }
 
     pub fn serves(&self, tool: &str) -> bool {
+        if self.basic && BASIC_TOOLS.contains(&tool) {
+            return true;
+        }
         match Groups::of(tool) {
             "internal" => self.internal,
             "sharing" => self.sharing,
@@ -518,6 +539,73 @@ const RENAMED_ARGUMENTS: [(&str, &str); 2] = [("memory_context", "query_text"), 
 /// them all. serde would drop an unknown argument silently, and a caller
 /// who misspelt one (memory_context {"query_text"} before 0.13.0 was
 /// {"query"}: no memories came back) would never learn why.
+/// The first argument whose JSON type is not one its schema allows (a
+/// `"limit": "5"`), as a refusal in the tools' words; serde would answer
+/// "failed to deserialize parameters: invalid type: string", naming no
+/// argument.
+fn mistyped_argument(
+    tool: &str,
+    schema: &serde_json::Map<String, Value>,
+    args: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let properties = schema.get("properties").and_then(Value::as_object)?;
+    let mut names: Vec<&String> = args?.keys().collect();
+    names.sort_unstable();
+    names.into_iter().find_map(|name| {
+        let value = &args?[name];
+        let allowed: Vec<&str> = match properties.get(name)?.get("type")? {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => return None,
+        };
+        let fits = |t: &str| match t {
+            "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
+            "number" => value.is_number(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if allowed.iter().any(|t| fits(t)) {
+            return None;
+        }
+        let wanted: Vec<&str> = allowed
+            .iter()
+            .filter(|t| **t != "null")
+            .map(|t| match *t {
+                "integer" => "a whole number",
+                "number" => "a number",
+                "string" => "a string",
+                "boolean" => "true or false",
+                "array" => "a list",
+                "object" => "a JSON object",
+                other => other,
+            })
+            .collect();
+        let got = match value {
+            Value::String(v) => format!("the string \"{}\"", clip(v)),
+            Value::Number(n) => format!("the number {n}"),
+            Value::Bool(b) => format!("{b}"),
+            Value::Array(_) => "a list".into(),
+            Value::Object(_) => "an object".into(),
+            Value::Null => "null".into(),
+        };
+        let example = match (allowed.first().copied(), value) {
+            (Some("integer" | "number"), Value::String(v)) if v.trim().parse::<f64>().is_ok() => {
+                format!(" (send {name}: {}, without quotes)", v.trim())
+            }
+            _ => String::new(),
+        };
+        Some(format!(
+            "{tool}: {name} must be {}, not {got}{example}; nothing was done. Call it again with that type \
+             (tools/list describes each argument).",
+            wanted.join(" or ")
+        ))
+    })
+}
+
 fn unknown_arguments(
     tool: &str,
     schema: &serde_json::Map<String, Value>,
@@ -618,6 +706,14 @@ impl ServerHandler for EngramServer {
             tracing::info!(tool = %name, "refused: unknown arguments");
             return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]).into());
         }
+        if let Some(refusal) = self
+            .tool_router
+            .get(&name)
+            .and_then(|tool| mistyped_argument(&name, &tool.input_schema, request.arguments.as_ref()))
+        {
+            tracing::info!(tool = %name, "refused: an argument of the wrong type");
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]).into());
+        }
         let tcc = ToolCallContext::new(self, request, context);
         match std::panic::AssertUnwindSafe(self.tool_router.call(tcc))
             .catch_unwind()
@@ -674,6 +770,12 @@ impl ServerHandler for EngramServer {
             .list_all()
             .into_iter()
             .filter(|t| self.shared.groups.serves(&t.name) && listed(&t.name, has_internal))
+            .map(|mut t| {
+                if !self.shared.groups.output_schemas {
+                    t.output_schema = None;
+                }
+                t
+            })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -689,6 +791,7 @@ mod tests {
             content: content.into(),
             kind: "semantic".into(),
             tags: vec![],
+            metadata: None,
             score: 1.0,
             similarity: None,
             occurred_at: None,
@@ -894,6 +997,32 @@ mod tests {
 
     fn args(v: Value) -> serde_json::Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn arguments_of_the_wrong_type_are_named_with_what_to_send() {
+        let mut search = schema(&["query", "limit", "tags"]);
+        let props = search.get_mut("properties").unwrap().as_object_mut().unwrap();
+        props.insert("query".into(), serde_json::json!({"type": "string"}));
+        props.insert(
+            "limit".into(),
+            serde_json::json!({"type": ["integer", "null"], "format": "int32"}),
+        );
+        props.insert("tags".into(), serde_json::json!({"type": ["array", "null"]}));
+        let check = |v: Value| mistyped_argument("memory_search", &search, Some(&args(v)));
+        assert_eq!(check(serde_json::json!({"query": "x", "limit": 5, "tags": null})), None);
+        assert_eq!(
+            check(serde_json::json!({"query": "x", "limit": "5"})).unwrap(),
+            "memory_search: limit must be a whole number, not the string \"5\" (send limit: 5, without quotes); \
+             nothing was done. Call it again with that type (tools/list describes each argument)."
+        );
+        assert!(check(serde_json::json!({"query": 3}))
+            .unwrap()
+            .contains("query must be a string, not the number 3"));
+        assert!(check(serde_json::json!({"query": "x", "tags": "a"}))
+            .unwrap()
+            .contains("tags must be a list"));
+        assert!(check(serde_json::json!({"query": "x", "limit": 2.5})).is_some());
     }
 
     #[test]

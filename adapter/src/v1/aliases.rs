@@ -32,6 +32,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/entities", get(entities))
         .route("/api/entities/{name}", get(misc::about))
         .with_state(shared)
+        .layer(axum::middleware::from_fn(super::user_in_query))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(super::panicked))
         .layer(axum::middleware::map_response(as_error))
 }

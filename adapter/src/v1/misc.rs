@@ -145,7 +145,8 @@ pub async fn about(
 /// costs the server at most what one large memory does.
 const MAX_EMBED_TEXTS: usize = 64;
 const MAX_EMBED_BYTES: usize = 256 * 1024;
-static EMBED_TURN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+static EMBED_TURN: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(1)));
 const EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Deserialize, ToSchema)]
@@ -194,8 +195,10 @@ pub async fn embed(
             .map_err(|e| Problem::new(StatusCode::PAYLOAD_TOO_LARGE, e))?;
     }
     // One embed call at a time: the embedder also serves every write and
-    // search, which must not queue behind a batch of someone's texts.
-    let _turn = match tokio::time::timeout(EMBED_WAIT, EMBED_TURN.acquire()).await {
+    // search, which must not queue behind batches of someone's texts. The
+    // turn is held by the work itself, which runs on even when the client
+    // hangs up: a caller that gives up early cannot start the next batch.
+    let turn = match tokio::time::timeout(EMBED_WAIT, EMBED_TURN.clone().acquire_owned()).await {
         Ok(Ok(permit)) => permit,
         _ => {
             return Err(Problem::new(
@@ -204,9 +207,17 @@ pub async fn embed(
             ))
         }
     };
-    let started = std::time::Instant::now();
-    let r = s.embedder.embed_in(&c.owner, &b.texts).await;
-    s.metrics.embedding(started.elapsed(), r.is_ok());
+    let work = {
+        let (s, owner, texts) = (s.clone(), c.owner.clone(), b.texts);
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let r = s.embedder.embed_in(&owner, &texts).await;
+            s.metrics.embedding(started.elapsed(), r.is_ok());
+            drop(turn);
+            r
+        })
+    };
+    let r = work.await.map_err(super::internal)?;
     let embeddings = r.map_err(|e| {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -276,14 +287,15 @@ pub async fn mint_token(
 /// Revoke a token: a platform token revokes the tokens it minted, any token
 /// revokes itself (signing out).
 #[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens",
-    params(("id" = Uuid, Path, description = "The token's id")),
+    params(("id" = Uuid, Path, description = "The token's id"), super::memories::UserQuery),
     responses((status = 204, description = "Revoked")))]
 pub async fn revoke_token(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path(id): Path<String>,
+    Query(q): Query<super::memories::UserQuery>,
 ) -> V1<Response> {
-    let c = acting(&c, None)?;
+    let c = acting(&c, q.user_id.as_deref())?;
     let id = Uuid::parse_str(id.trim())
         .map_err(|_| Problem::bad_request(format!("'{}' is not a token id (a UUID)", crate::limits::clip(&id))))?;
     one(&s, &c, "SELECT to_jsonb(engram.revoke_minted_token($1))", &[&id]).await?;
@@ -303,12 +315,14 @@ pub struct Erased {
 /// statistics and entities. Tokens, slots, workspaces and the audit log
 /// stay.
 #[utoipa::path(delete, path = "/v1/users/{user_id}/memories", tag = "tokens",
-    params(("user_id" = String, Path, description = "The user: the token's own owner, or any user for a platform token")),
+    params(("user_id" = String, Path, description = "The user: the token's own owner, or any user for a platform token"),
+           super::memories::UserQuery),
     responses((status = 200, description = "Erased", body = Erased)))]
 pub async fn erase_user(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path(user_id): Path<String>,
+    Query(_query): Query<super::memories::UserQuery>,
 ) -> V1<Json<Erased>> {
     let c = acting(&c, Some(&user_id))?;
     let v = one(&s, &c, "SELECT engram.erase_memories()", &[]).await?;

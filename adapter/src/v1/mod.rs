@@ -190,12 +190,21 @@ fn acting(c: &Caller, user_id: Option<&str>) -> V1<Caller> {
 /// those with a JSON body too: the request's caller acts for it from here
 /// on (`acting`: platform tokens only), and a `user_id` in the body must
 /// agree. Sent twice, or empty, it is an error.
-async fn user_in_query(mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let query = req.uri().query().unwrap_or_default();
-    let pairs: Vec<(String, String)> = match serde_html_form::from_str(query) {
+pub(crate) async fn user_in_query(mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let pairs = match query_pairs(req.uri().query().unwrap_or_default()) {
         Ok(p) => p,
-        Err(e) => return Problem::bad_request(format!("the query string does not parse: {e}")).into_response(),
+        Err(e) => return Problem::bad_request(e).into_response(),
     };
+    // A call with a JSON body takes its arguments there: a query parameter
+    // other than user_id (a misspelt one, say) would be ignored.
+    let with_body = matches!(req.method().as_str(), "POST" | "PUT" | "PATCH");
+    if let Some((other, _)) = pairs.iter().find(|(k, _)| with_body && k != "user_id") {
+        return Problem::bad_request(format!(
+            "this call takes its arguments in the JSON body; the query string may name only user_id, not '{}'",
+            crate::limits::clip(other)
+        ))
+        .into_response();
+    }
     let mut named = pairs.into_iter().filter(|(k, _)| k == "user_id").map(|(_, v)| v);
     let Some(user) = named.next() else {
         return next.run(req).await;
@@ -215,7 +224,45 @@ async fn user_in_query(mut req: axum::extract::Request, next: axum::middleware::
     }
 }
 
-fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+/// The query string's parameters, percent-decoded (`+` is a space); a
+/// parameter that does not decode to UTF-8 is an error rather than a
+/// lossy guess (two different user ids must never become one).
+fn query_pairs(query: &str) -> Result<Vec<(String, String)>, String> {
+    fn decode(part: &str) -> Result<String, String> {
+        let bytes = part.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' => {
+                    let hex = bytes
+                        .get(i + 1..i + 3)
+                        .and_then(|h| std::str::from_utf8(h).ok())
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| {
+                            format!("the query string has a bad escape near '{}'", crate::limits::clip(part))
+                        })?;
+                    out.push(hex);
+                    i += 2;
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8(out).map_err(|_| "the query string is not UTF-8 once decoded; encode text as UTF-8".into())
+    }
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Ok((decode(k)?, decode(v)?))
+        })
+        .collect()
+}
+
+pub(crate) fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!(panic = %crate::tools::panic_message(&*panic), "a /v1 handler panicked");
     Problem::new(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -374,6 +421,21 @@ mod tests {
         let op = &json["paths"]["/v1/x"]["get"];
         assert_eq!(op["security"][0]["bearer"], serde_json::json!([]));
         assert!(op["responses"]["default"]["content"][problem::CONTENT_TYPE].is_object());
+    }
+
+    #[test]
+    fn query_strings_decode_strictly() {
+        assert_eq!(
+            query_pairs("user_id=al+ice&%75ser%5Fid=b%C3%A9&x").unwrap(),
+            vec![
+                ("user_id".into(), "al ice".into()),
+                ("user_id".into(), "bé".into()),
+                ("x".into(), String::new())
+            ]
+        );
+        assert!(query_pairs("user_id=%FF").is_err(), "not UTF-8: refused, not replaced");
+        assert!(query_pairs("user_id=%F").is_err());
+        assert_eq!(query_pairs("").unwrap(), vec![]);
     }
 
     #[test]
