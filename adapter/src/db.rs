@@ -533,6 +533,7 @@ mod tests {
         DbError {
             code: Some(code.into()),
             message: "m".into(),
+            hint: None,
         }
     }
 

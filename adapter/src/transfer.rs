@@ -91,6 +91,13 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
         .await
         .context("cannot count the memories (export needs a DBA role)")?
         .get(0);
+    // Each memory carries the model its embedding comes from, when the
+    // database records one: an import elsewhere compares it with its own.
+    let model: Option<String> = db
+        .query_one("SELECT engram.embedding_model()", &[])
+        .await
+        .context("cannot read the database's embedding model")?
+        .get(0);
     let to_stdout = args.out.as_os_str() == "-";
     let partial = args.out.with_extension("jsonl.partial");
     let sink: Box<dyn Write> = if to_stdout {
@@ -113,7 +120,10 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
             let Some(last) = rows.last() else { break };
             after = Some(last.get(0));
             for row in &rows {
-                let memory: Value = row.get(1);
+                let mut memory: Value = row.get(1);
+                if let (Some(m), Some(object)) = (&model, memory.as_object_mut()) {
+                    object.insert("embedding_model".into(), Value::String(m.clone()));
+                }
                 serde_json::to_writer(&mut out, &memory)?;
                 out.write_all(b"\n")?;
             }
@@ -199,6 +209,8 @@ fn lines(path: &Path) -> anyhow::Result<impl Iterator<Item = (usize, std::io::Re
 struct FileSummary {
     memories: u64,
     owners: std::collections::BTreeSet<String>,
+    /// The embedding models the file's memories name (`embedding_model`).
+    models: std::collections::BTreeSet<String>,
 }
 
 /// Reads the whole file once before writing anything: every line a memory
@@ -207,6 +219,7 @@ struct FileSummary {
 fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<FileSummary> {
     let mut n = 0;
     let mut owners = std::collections::BTreeSet::new();
+    let mut models = std::collections::BTreeSet::new();
     for (line, text) in lines(path)? {
         let text = text?;
         let memory: Value = serde_json::from_str(&text).with_context(|| {
@@ -235,9 +248,40 @@ fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<FileSum
         if let Some(owner) = memory.get("owner").and_then(Value::as_str) {
             owners.insert(owner.to_string());
         }
+        if let Some(model) = memory.get("embedding_model").and_then(Value::as_str) {
+            models.insert(model.to_string());
+        }
         n += 1;
     }
-    Ok(FileSummary { memories: n, owners })
+    Ok(FileSummary {
+        memories: n,
+        owners,
+        models,
+    })
+}
+
+/// Why the file's embeddings cannot be stored as they are: they come from
+/// another model than the one the database records (same dimension or
+/// not), or from several. None when they fit, or when either side names
+/// no model.
+fn models_differ(path: &Path, file: &std::collections::BTreeSet<String>, recorded: Option<&str>) -> Option<String> {
+    if file.len() > 1 {
+        let named: Vec<&str> = file.iter().map(String::as_str).collect();
+        return Some(format!(
+            "{} holds embeddings of several models ({}); run the import with --reembed to compute them all \
+             with the configured embedder",
+            path.display(),
+            named.join(", ")
+        ));
+    }
+    let (model, recorded) = (file.iter().next()?, recorded?);
+    (model != recorded).then(|| {
+        format!(
+            "{}'s embeddings come from the model {model}, but this database's come from {recorded}: vectors of \
+             two models do not compare. Run the import with --reembed (with this database's model)",
+            path.display()
+        )
+    })
 }
 
 /// The owner an import writes into: --owner, or else the one owner every
@@ -278,6 +322,16 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         .context("cannot read the database's embedding dimension (is engram installed?)")?
         .get(0);
     let summary = check_file(&args.file, dims as usize, args.reembed)?;
+    let recorded: Option<String> = db
+        .query_one("SELECT engram.embedding_model()", &[])
+        .await
+        .context("cannot read the database's embedding model")?
+        .get(0);
+    if !args.reembed {
+        if let Some(why) = models_differ(&args.file, &summary.models, recorded.as_deref()) {
+            bail!("{why}");
+        }
+    }
     let total = summary.memories;
     // --all-owners: each memory into the owner it names (every line must
     // name one); otherwise the one owner of the whole file.
@@ -314,11 +368,6 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
                 e.dims()
             );
         }
-        let recorded: Option<String> = db
-            .query_one("SELECT engram.embedding_model()", &[])
-            .await
-            .context("cannot read the database's embedding model")?
-            .get(0);
         if let Some(why) = crate::model_mismatch(recorded.as_deref(), &e.model()) {
             bail!("--reembed: {why}");
         }
@@ -338,7 +387,11 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         batch.clear();
         while batch.len() < IMPORT_BATCH {
             let Some((line, text)) = it.next() else { break };
-            batch.push((line, serde_json::from_str(&text?)?));
+            let mut memory: Value = serde_json::from_str(&text?)?;
+            if let Some(object) = memory.as_object_mut() {
+                object.remove("embedding_model");
+            }
+            batch.push((line, memory));
         }
         let vectors: Vec<Option<Vector>> = match &embedder {
             Some(e) => {
@@ -412,6 +465,28 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_of_another_model_is_refused_without_reembed() {
+        let path = Path::new("alice.jsonl");
+        let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect();
+        assert_eq!(models_differ(path, &set(&["m1"]), Some("m1")), None);
+        assert_eq!(
+            models_differ(path, &set(&[]), Some("m1")),
+            None,
+            "an older export names no model"
+        );
+        assert_eq!(
+            models_differ(path, &set(&["m1"]), None),
+            None,
+            "a database that records none"
+        );
+        let e = models_differ(path, &set(&["m2"]), Some("m1")).unwrap();
+        assert!(e.contains("m2") && e.contains("m1") && e.contains("--reembed"), "{e}");
+        assert!(models_differ(path, &set(&["m1", "m2"]), None)
+            .unwrap()
+            .contains("several"));
+    }
 
     #[test]
     fn dims_of_pgvector_text() {

@@ -11,7 +11,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from conftest import BIN, HOST, MODEL_DIR, PORT, call, new_database, psql
-from test_tools import BASIC, CORE, EVENTS, INTERNAL, WORKSPACE
+from test_tools import BASIC, INTERNAL
 
 pytestmark = pytest.mark.anyio
 

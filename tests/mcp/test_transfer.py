@@ -195,3 +195,21 @@ def test_export_and_import_every_owner(database, tmp_path):
     assert p.returncode == 0 and "3 created" in p.stderr and "2 owners" in p.stderr, p.stderr
     assert psql(target, snapshot) == psql(source, snapshot)
     assert psql(target, "SELECT count(*) FROM engram.revisions WHERE owner = 'uma'") == "1"
+
+
+def test_an_export_names_its_model_and_an_import_of_another_is_refused(tmp_path):
+    # Same dimension, another model: only the model on record tells them apart.
+    source, other, same = new_database(), new_database(), new_database()
+    vector = "array_fill(0.1, ARRAY[384])::vector"
+    psql(source, "SELECT engram.configure(embedding_model => 'local:all-MiniLM-L6-v2')")
+    psql(source, f"SELECT engram.remember(owner => 'yan', content => 'Yan runs on Tuesdays', embedding => {vector})")
+    f = tmp_path / "yan.jsonl"
+    assert cli(source, "export", "--owner", "yan", "--out", str(f)).returncode == 0
+    assert json.loads(f.read_text().splitlines()[0])["embedding_model"] == "local:all-MiniLM-L6-v2"
+    psql(other, "SELECT engram.configure(embedding_model => 'vendor/other-384')")
+    p = cli(other, "import", str(f))
+    assert p.returncode != 0 and "vendor/other-384" in p.stderr and "--reembed" in p.stderr, p.stderr
+    assert psql(other, "SELECT count(*) FROM engram.memories") == "0"
+    psql(same, "SELECT engram.configure(embedding_model => 'local:all-MiniLM-L6-v2')")
+    p = cli(same, "import", str(f))
+    assert p.returncode == 0 and "1 created" in p.stderr, p.stderr

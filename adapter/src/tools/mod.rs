@@ -880,6 +880,7 @@ mod tests {
         assert_eq!(
             g,
             Groups {
+                basic: false,
                 core: true,
                 internal: false,
                 sharing: true,
@@ -887,8 +888,12 @@ mod tests {
                 workspace: false,
                 events: false,
                 vision: false,
+                output_schemas: false,
             }
         );
+        let basic = Groups::parse(&["basic".into()]).unwrap();
+        assert!(basic.serves("memory_remember") && basic.serves("memory_context"));
+        assert!(!basic.serves("memory_list") && !basic.serves("memory_capture"));
         assert!(Groups::parse(&["vision".into()]).unwrap_err().contains("--vision"));
         assert_eq!(Groups::of("memory_vision_search"), "vision");
         assert!(!all_groups_but_vision().serves("memory_image_put"));
