@@ -1,6 +1,7 @@
 """Every tool through the Python mcp SDK over Streamable HTTP, with the local model."""
 
 import json
+import re
 
 import httpx
 import pytest
@@ -265,3 +266,31 @@ async def test_slots(server, tokens):
     async with mcp_session(server, tokens["bob"]) as s:
         r, _ = await call(s, "memory_slot_list")
         assert r["slots"] == []
+
+
+async def test_search_results_are_lean_and_consistent(server, tokens):
+    """What a new user found on 0.14.0: hits without metadata, no similarity
+    floor, two timestamp formats, float noise, and raw serde text for an
+    argument of the wrong type."""
+    async with mcp_session(server, tokens["bob"]) as s:
+        r, err = await call(s, "memory_remember", content="Bob's flight to Lyon leaves at 07:10 from gate B12",
+                            metadata={"source": "email", "priority": 2})
+        assert not err, r
+        await call(s, "memory_remember", content="Bob prefers aisle seats", metadata={"source": "chat", "priority": 1})
+        r = await s.call_tool("memory_search", {"query": "when does Bob fly?", "limit": 5})
+        hit = r.structuredContent["results"][0]
+        assert hit["metadata"] == {"source": "email", "priority": 2}, hit
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?[+-]\d\d:\d\d$", hit["occurred_at"]), hit
+        # scores as an agent reads them, in the text block the model sees too
+        for results in (r.structuredContent["results"], json.loads(r.content[0].text)["results"]):
+            for h in results:
+                for k in ("score", "similarity"):
+                    assert round(h[k], 4) == h[k], (k, h[k])
+        # a floor drops what is unrelated; a filter what does not match
+        r, _ = await call(s, "memory_search", query="the capital of Peru", min_similarity=0.5)
+        assert r["results"] == [], r
+        r, _ = await call(s, "memory_search", query="Bob", filter={"priority": {"$gte": 2}})
+        assert [h["metadata"]["source"] for h in r["results"]] == ["email"], r
+        # an argument of the wrong type is named, with what to send
+        text, err = await call(s, "memory_search", query="Bob", limit="5")
+        assert err and "limit must be a whole number" in text and "limit: 5" in text, text
