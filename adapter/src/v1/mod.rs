@@ -327,9 +327,12 @@ fn memory_id(id: &str) -> V1<uuid::Uuid> {
 }
 
 /// A namespace in a query string: labels joined by dots (`a.b` is
-/// `["a", "b"]`).
+/// `["a", "b"]`; the empty string is the root, `[]`).
 fn dotted(namespace: Option<&str>) -> Option<Vec<String>> {
-    namespace.map(|n| n.split('.').map(str::to_string).collect())
+    namespace.map(|n| match n {
+        "" => Vec::new(),
+        n => n.split('.').map(str::to_string).collect(),
+    })
 }
 
 /// A TTL in seconds (above 0, at most 100 years: the database's limit).
@@ -442,5 +445,6 @@ mod tests {
     fn namespaces_in_query_strings_are_dot_joined() {
         assert_eq!(dotted(Some("users.alice")), Some(vec!["users".into(), "alice".into()]));
         assert_eq!(dotted(None), None);
+        assert_eq!(dotted(Some("")), Some(vec![]));
     }
 }
