@@ -214,7 +214,7 @@ pub struct CommonArgs {
     /// with X-Internal-Type), workspace (memory_workspace_*, memory_state_*), events (memory_capture,
     /// memory_context, memory_summarize, memory_sessions), slots (memory_slot_*), sharing (memory_grant,
     /// memory_revoke_grant, memory_publish, memory_unpublish). Tools of other groups are neither listed nor
-    /// callable. The default lists 6 tools, about 8 KB of tools/list on every agent turn; `all` lists 34.
+    /// callable. The default lists 6 tools, about 7.5 KB of tools/list on every agent turn; `all` lists 34.
     #[arg(long, env = "ENGRAM_TOOLS", value_delimiter = ',', default_value = "basic,internal")]
     pub tools: Vec<String>,
     /// List each tool's outputSchema in tools/list (results are structured either way). Off by default: the

@@ -222,10 +222,9 @@ impl EngramServer {
     }
 
     #[tool(
-        description = "Get what you need to resume work, in one call and within budget_chars: the workspace's latest \
-                       state (next steps), pinned slots, the latest session summary, recent tool calls (failures \
-                       included), and the memories most relevant to `query`, plus `text` ready for a prompt. Call \
-                       it at the start of a session.",
+        description = "What you need to resume work, within budget_chars: the latest state, pinned slots, the last \
+                       summary, recent tool calls and the memories most relevant to `query`, as `text` ready for \
+                       a prompt. Call it at the start of a session.",
         annotations(read_only_hint = true)
     )]
     async fn memory_context(

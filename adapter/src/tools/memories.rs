@@ -24,18 +24,13 @@ pub struct RememberArgs {
     pub ttl_days: Option<f64>,
     /// 0..1, default 0.5.
     pub importance: Option<f32>,
-    /// Store it alongside the memories it conflicts with (after reviewing the conflicts of a first attempt);
-    /// closes nothing. To replace outdated facts, name them in supersedes instead.
+    /// Store it beside the memories it conflicts with; closes nothing.
     pub force: Option<bool>,
-    /// Ids of the memories this one replaces (from a conflict answer, memory_search or memory_list): exactly
-    /// these stop being valid when it starts (memory_reopen undoes it). Each must be an active memory of
-    /// yours; an unknown id fails the call and nothing is written.
+    /// Ids of the memories this one replaces: exactly these stop being valid (memory_reopen undoes it).
     pub supersedes: Option<Vec<String>>,
-    /// Who may see it through your ghost: 1 (anyone your ghost talks to) to 5 (only accessors you trust
-    /// fully; the default).
+    /// Who may see it through your ghost: 1 (anyone) to 5 (only those you trust fully; default).
     pub access_level: Option<i32>,
-    /// When what it tells happened (ISO 8601, e.g. "2025-03-14" or "2025-03-14T09:30:00Z"); default now. Give
-    /// it when remembering a past conversation or event.
+    /// When it happened (ISO 8601, e.g. "2025-03-14T09:30:00Z"); default now.
     pub occurred_at: Option<String>,
     /// Since when the fact holds (ISO 8601); default occurred_at.
     pub valid_from: Option<String>,
@@ -912,11 +907,9 @@ impl EngramServer {
 #[tool_router(router = memories_router, vis = "pub(super)")]
 impl EngramServer {
     #[tool(
-        description = "Remember a fact (semantic), event (episodic) or procedure. Returns status created, duplicate \
-                       (an identical memory exists; its id) or conflict (memories it paraphrases or contradicts, \
-                       each with its reasons; nothing was written). After a conflict, call again with \
-                       supersedes=[ids of the memories the new one replaces] to close exactly those, or with \
-                       force=true to store it alongside them (closes nothing).",
+        description = "Remember a fact, event or procedure. Answers created, duplicate (its id) or conflict (the \
+                       memories it contradicts; nothing written): then call again with supersedes=[the ids it \
+                       replaces], or force=true to keep both.",
         annotations(read_only_hint = false, destructive_hint = false)
     )]
     async fn memory_remember(
