@@ -121,7 +121,8 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
             after = Some(last.get(0));
             for row in &rows {
                 let mut memory: Value = row.get(1);
-                if let (Some(m), Some(object)) = (&model, memory.as_object_mut()) {
+                let embedded = !memory["embedding"].is_null();
+                if let (Some(m), Some(object), true) = (&model, memory.as_object_mut(), embedded) {
                     object.insert("embedding_model".into(), Value::String(m.clone()));
                 }
                 serde_json::to_writer(&mut out, &memory)?;
@@ -274,7 +275,15 @@ fn models_differ(path: &Path, file: &std::collections::BTreeSet<String>, recorde
             named.join(", ")
         ));
     }
-    let (model, recorded) = (file.iter().next()?, recorded?);
+    let model = file.iter().next()?;
+    let Some(recorded) = recorded else {
+        return Some(format!(
+            "{}'s embeddings come from the model {model}, and this database records no model: record it first \
+             (SELECT engram.configure(embedding_model => '{model}')) so that another is refused later, or run \
+             the import with --reembed",
+            path.display()
+        ));
+    };
     (model != recorded).then(|| {
         format!(
             "{}'s embeddings come from the model {model}, but this database's come from {recorded}: vectors of \
@@ -476,14 +485,14 @@ mod tests {
             None,
             "an older export names no model"
         );
-        assert_eq!(
-            models_differ(path, &set(&["m1"]), None),
-            None,
-            "a database that records none"
+        let e = models_differ(path, &set(&["m1"]), None).unwrap();
+        assert!(
+            e.contains("records no model") && e.contains("embedding_model => 'm1'"),
+            "{e}"
         );
         let e = models_differ(path, &set(&["m2"]), Some("m1")).unwrap();
         assert!(e.contains("m2") && e.contains("m1") && e.contains("--reembed"), "{e}");
-        assert!(models_differ(path, &set(&["m1", "m2"]), None)
+        assert!(models_differ(path, &set(&["m1", "m2"]), Some("m1"))
             .unwrap()
             .contains("several"));
     }

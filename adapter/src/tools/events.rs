@@ -350,7 +350,11 @@ impl EngramServer {
 /// carries under each one's id: an agent reads every memory once.
 fn without_content(mut memories: Value) -> Value {
     for m in memories.as_array_mut().into_iter().flatten() {
-        if let Some(m) = m.as_object_mut() {
+        // (a memory the budget cut keeps its whole content here)
+        if let Some(m) = m
+            .as_object_mut()
+            .filter(|m| m.get("shortened") != Some(&Value::Bool(true)))
+        {
             m.remove("content");
         }
     }
@@ -361,7 +365,11 @@ fn without_content(mut memories: Value) -> Value {
 mod context_tests {
     #[test]
     fn the_contexts_memories_are_listed_without_their_content() {
-        let v = super::without_content(serde_json::json!([{"id": "a", "content": "x", "score": 0.5}]));
-        assert_eq!(v, serde_json::json!([{"id": "a", "score": 0.5}]));
+        let v = super::without_content(serde_json::json!([{"id": "a", "content": "x", "score": 0.5},
+                                                          {"id": "b", "content": "y", "shortened": true}]));
+        assert_eq!(
+            v,
+            serde_json::json!([{"id": "a", "score": 0.5}, {"id": "b", "content": "y", "shortened": true}])
+        );
     }
 }

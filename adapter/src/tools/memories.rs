@@ -59,7 +59,8 @@ pub struct SearchArgs {
     /// Only memories about this person, project, place or thing (memory_entities lists them; case and accents
     /// ignored).
     pub entity: Option<String>,
-    /// Leave out hits less similar than this (cosine, -1..1; e.g. 0.3 drops unrelated ones).
+    /// Leave out hits less similar than this (cosine, -1..1; e.g. 0.3 drops unrelated ones); exact word matches
+    /// are kept.
     pub min_similarity: Option<f32>,
     /// Conditions on each memory's metadata (or a keyed memory's value): {"team": "core", "n": {"$gte": 2}};
     /// operators $eq $ne $gt $gte $lt $lte $in.

@@ -534,11 +534,6 @@ fn listed(tool: &str, has_internal: bool) -> bool {
 /// as in every other tool.
 const RENAMED_ARGUMENTS: [(&str, &str); 2] = [("memory_context", "query_text"), ("memory_sessions", "lim")];
 
-/// The refusal of a call to `tool` (input schema `schema`) with arguments it
-/// does not take, naming them and the ones it takes; None when it takes
-/// them all. serde would drop an unknown argument silently, and a caller
-/// who misspelt one (memory_context {"query_text"} before 0.13.0 was
-/// {"query"}: no memories came back) would never learn why.
 /// The first argument whose JSON type is not one its schema allows (a
 /// `"limit": "5"`), as a refusal in the tools' words; serde would answer
 /// "failed to deserialize parameters: invalid type: string", naming no
@@ -606,6 +601,11 @@ fn mistyped_argument(
     })
 }
 
+/// The refusal of a call to `tool` (input schema `schema`) with arguments it
+/// does not take, naming them and the ones it takes; None when it takes
+/// them all. serde would drop an unknown argument silently, and a caller
+/// who misspelt one (memory_context {"query_text"} before 0.13.0 was
+/// {"query"}: no memories came back) would never learn why.
 fn unknown_arguments(
     tool: &str,
     schema: &serde_json::Map<String, Value>,
@@ -698,9 +698,12 @@ impl ServerHandler for EngramServer {
             self.shared.background.note(c);
         }
         let name = request.name.to_string();
+        // A tool --tools hides answers "not enabled" (from `run`), whatever its arguments.
+        let served = self.shared.groups.serves(&name);
         if let Some(refusal) = self
             .tool_router
             .get(&name)
+            .filter(|_| served)
             .and_then(|tool| unknown_arguments(&name, &tool.input_schema, request.arguments.as_ref()))
         {
             tracing::info!(tool = %name, "refused: unknown arguments");
@@ -709,6 +712,7 @@ impl ServerHandler for EngramServer {
         if let Some(refusal) = self
             .tool_router
             .get(&name)
+            .filter(|_| served)
             .and_then(|tool| mistyped_argument(&name, &tool.input_schema, request.arguments.as_ref()))
         {
             tracing::info!(tool = %name, "refused: an argument of the wrong type");

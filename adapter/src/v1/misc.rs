@@ -177,6 +177,9 @@ pub async fn embed(
     Json(b): Json<EmbedBody>,
 ) -> V1<Json<Embedded>> {
     let c = acting(&c, b.user_id.as_deref())?;
+    // The token is bound in the database like every other call's (during an
+    // outage authentication may have passed on the database's last answer).
+    one(&s, &c, "SELECT to_jsonb(true)", &[]).await?;
     if b.texts.is_empty() || b.texts.len() > MAX_EMBED_TEXTS {
         return Err(Problem::bad_request(format!(
             "texts has {} entries; send 1 to {MAX_EMBED_TEXTS} per call",

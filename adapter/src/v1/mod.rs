@@ -238,6 +238,7 @@ fn query_pairs(query: &str) -> Result<Vec<(String, String)>, String> {
                 b'%' => {
                     let hex = bytes
                         .get(i + 1..i + 3)
+                        .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
                         .and_then(|h| std::str::from_utf8(h).ok())
                         .and_then(|h| u8::from_str_radix(h, 16).ok())
                         .ok_or_else(|| {
@@ -438,6 +439,7 @@ mod tests {
         );
         assert!(query_pairs("user_id=%FF").is_err(), "not UTF-8: refused, not replaced");
         assert!(query_pairs("user_id=%F").is_err());
+        assert!(query_pairs("user_id=%+5").is_err(), "two hex digits, nothing else");
         assert_eq!(query_pairs("").unwrap(), vec![]);
     }
 
