@@ -102,7 +102,7 @@ impl Recent {
     const KEPT: std::time::Duration = std::time::Duration::from_secs(600);
     const MAX_TOKENS: usize = 10_000;
 
-    fn remember(&self, token: &str, identity: &(String, bool)) {
+    fn remember(&self, token: &str, identity: &Identity) {
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         if tokens.len() >= Self::MAX_TOKENS {
             tokens.retain(|_, (_, at)| at.elapsed() < Self::KEPT);
@@ -117,7 +117,7 @@ impl Recent {
         self.tokens.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
     }
 
-    fn identity(&self, token: &str) -> Option<(String, bool)> {
+    fn identity(&self, token: &str) -> Option<Identity> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         tokens
             .get(token)

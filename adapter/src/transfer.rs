@@ -93,11 +93,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
         .get(0);
     // Each memory carries the model its embedding comes from, when the
     // database records one: an import elsewhere compares it with its own.
-    let model: Option<String> = db
-        .query_one("SELECT engram.embedding_model()", &[])
-        .await
-        .context("cannot read the database's embedding model")?
-        .get(0);
+    let model = recorded_model(&db).await?;
     let to_stdout = args.out.as_os_str() == "-";
     let partial = args.out.with_extension("jsonl.partial");
     let sink: Box<dyn Write> = if to_stdout {
@@ -261,10 +257,19 @@ fn check_file(path: &Path, dims: usize, reembed: bool) -> anyhow::Result<FileSum
     })
 }
 
+/// The embedding model the database records (engram.embedding_model()).
+async fn recorded_model(db: &Client) -> anyhow::Result<Option<String>> {
+    Ok(db
+        .query_one("SELECT engram.embedding_model()", &[])
+        .await
+        .context("cannot read the database's embedding model")?
+        .get(0))
+}
+
 /// Why the file's embeddings cannot be stored as they are: they come from
 /// another model than the one the database records (same dimension or
-/// not), or from several. None when they fit, or when either side names
-/// no model.
+/// not), from several, or from one while the database records none. None
+/// when they fit, or when the file names no model.
 fn models_differ(path: &Path, file: &std::collections::BTreeSet<String>, recorded: Option<&str>) -> Option<String> {
     if file.len() > 1 {
         let named: Vec<&str> = file.iter().map(String::as_str).collect();
@@ -331,11 +336,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         .context("cannot read the database's embedding dimension (is engram installed?)")?
         .get(0);
     let summary = check_file(&args.file, dims as usize, args.reembed)?;
-    let recorded: Option<String> = db
-        .query_one("SELECT engram.embedding_model()", &[])
-        .await
-        .context("cannot read the database's embedding model")?
-        .get(0);
+    let recorded = recorded_model(&db).await?;
     if !args.reembed {
         if let Some(why) = models_differ(&args.file, &summary.models, recorded.as_deref()) {
             bail!("{why}");

@@ -23,7 +23,7 @@ use crate::db::{first, Db, DbError, RowExt};
 use crate::limits::{check_len, check_opt, clip, clip_quoted, MAX_ID_CHARS, MAX_REASON_CHARS};
 use crate::metrics::Metrics;
 use engram_embed::cache::Cached;
-use engram_embed::Embedder;
+use engram_embed::{EmbedError, Embedder};
 use futures::FutureExt;
 use memories::Hit;
 use pgvector::Vector;
@@ -64,11 +64,19 @@ pub struct Shared {
 impl Shared {
     /// Embeds `text` for caller `c`; the cache is shared only within one owner.
     pub async fn embed(&self, c: &Caller, text: &str) -> Result<Vector, String> {
-        let started = Instant::now();
-        let r = self.embedder.embed_in(&c.owner, &[text.to_string()]).await;
-        self.metrics.embedding(started.elapsed(), r.is_ok());
-        let mut v = r.map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
+        let mut v = self
+            .embed_texts(&c.owner, &[text.to_string()])
+            .await
+            .map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
         Ok(Vector::from(v.remove(0)))
+    }
+
+    /// Embeds `texts` for `owner` (the cache's scope), counted in the metrics.
+    pub async fn embed_texts(&self, owner: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let started = Instant::now();
+        let r = self.embedder.embed_in(owner, texts).await;
+        self.metrics.embedding(started.elapsed(), r.is_ok());
+        r
     }
 }
 

@@ -3,10 +3,10 @@
 //! `/v1` handlers: the same calls, in the answer shapes those clients
 //! read, with errors as `{"error": message}`.
 
-use super::memories::{self, ForgetQuery, ListQuery, ReasonBody, SearchBody, UserQuery};
+use super::memories::{self, ForgetQuery, ListQuery, ReasonBody, SearchBody};
 use super::misc::{self, EntitiesQuery};
 use super::problem::CONTENT_TYPE;
-use super::{resources, V1};
+use super::{resources, UserQuery, V1};
 use crate::caller::Caller;
 use crate::tools::Shared;
 use axum::extract::{Path, State};

@@ -3,7 +3,7 @@
 //! sessions. The same SQL functions as the MCP tools of the `slots`,
 //! `workspace` and `events` groups.
 
-use super::{acting, ok, one, read, V1};
+use super::{acting, ok, one, read, Deleted, UserQuery, V1};
 use crate::caller::Caller;
 use crate::tools::{Shared, MAX_CONTENT_BYTES};
 use crate::v1::problem::Problem;
@@ -96,11 +96,10 @@ pub async fn slot(
     )
     .await?;
     if v.is_null() {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            format!("no slot '{}'; GET /v1/slots lists them", crate::limits::clip(&label)),
-        )
-        .with_sqlstate("P0002"));
+        return Err(Problem::not_found(format!(
+            "no slot '{}'; GET /v1/slots lists them",
+            crate::limits::clip(&label)
+        )));
     }
     Ok(Json(super::typed(v)?))
 }
@@ -137,12 +136,6 @@ pub async fn set_slot(
         .await?
     };
     Ok(Json(super::typed(v)?))
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct Deleted {
-    /// false: there was no such slot.
-    pub deleted: bool,
 }
 
 /// Delete a slot.
@@ -247,13 +240,13 @@ pub async fn create_workspace(
 
 /// A workspace in full, with its latest states and sessions.
 #[utoipa::path(get, path = "/v1/workspaces/{name}", tag = "continuity",
-    params(("name" = String, Path, description = "The workspace"), super::memories::UserQuery),
+    params(("name" = String, Path, description = "The workspace"), UserQuery),
     responses((status = 200, description = "The workspace", body = Object)))]
 pub async fn workspace(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path(name): Path<String>,
-    Query(q): Query<super::memories::UserQuery>,
+    Query(q): Query<UserQuery>,
 ) -> V1<Json<Value>> {
     let c = acting(&c, q.user_id.as_deref())?;
     Ok(Json(
@@ -391,13 +384,13 @@ pub async fn save_state(
 /// A state in full.
 #[utoipa::path(get, path = "/v1/workspaces/{name}/states/{state}", tag = "continuity",
     params(("name" = String, Path, description = "The workspace"), ("state" = String, Path, description = "The state"),
-           super::memories::UserQuery),
+           UserQuery),
     responses((status = 200, description = "The state", body = Object)))]
 pub async fn state(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path((name, state)): Path<(String, String)>,
-    Query(q): Query<super::memories::UserQuery>,
+    Query(q): Query<UserQuery>,
 ) -> V1<Json<Value>> {
     let c = acting(&c, q.user_id.as_deref())?;
     Ok(Json(

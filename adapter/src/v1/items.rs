@@ -2,7 +2,7 @@
 //! by a put (never refused as a duplicate or a conflict), read and deleted
 //! by key; the namespaces in use.
 
-use super::{acting, dotted, embed, ok, one, read, typed, V1};
+use super::{acting, dotted, embed, ok, one, read, typed, Deleted, V1};
 use crate::caller::Caller;
 use crate::tools::{Shared, MAX_CONTENT_BYTES};
 use crate::v1::problem::Problem;
@@ -89,12 +89,6 @@ pub struct Item {
     pub trust_score: Option<f32>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct Deleted {
-    /// false: nothing was stored at that key.
-    pub deleted: bool,
-}
-
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -129,8 +123,7 @@ pub async fn put(
 ) -> V1<Response> {
     let c = acting(&c, b.user_id.as_deref())?;
     super::check_ttl(b.ttl)?;
-    crate::limits::check_opt("reason", b.reason.as_deref(), crate::limits::MAX_REASON_CHARS)
-        .map_err(Problem::bad_request)?;
+    super::check_reason(b.reason.as_deref())?;
     let text = b.content.clone().or_else(|| b.value.as_ref().map(Value::to_string));
     let embedding = match (&text, b.index.unwrap_or(true)) {
         (Some(text), true) => Some(embed(&s, &c, "content", text, MAX_CONTENT_BYTES).await?),
@@ -177,21 +170,13 @@ pub async fn get(
     let namespace = dotted(Some(&q.namespace));
     let sql = "SELECT to_jsonb(k) FROM engram.get_key(namespace => $1, key => $2, refresh_ttl => coalesce($3::boolean, false)) k";
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&namespace, &q.key, &q.refresh_ttl];
-    let v = if q.refresh_ttl == Some(true) {
-        one(&s, &c, sql, &params).await?
-    } else {
-        read(&s, &c, sql, &params).await?
-    };
+    let v = super::read_refreshing(&s, &c, q.refresh_ttl, sql, &params).await?;
     if v.is_null() {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "nothing is stored at namespace '{}', key '{}'",
-                crate::limits::clip(&q.namespace),
-                crate::limits::clip(&q.key)
-            ),
-        )
-        .with_sqlstate("P0002"));
+        return Err(Problem::not_found(format!(
+            "nothing is stored at namespace '{}', key '{}'",
+            crate::limits::clip(&q.namespace),
+            crate::limits::clip(&q.key)
+        )));
     }
     Ok(Json(typed(v)?))
 }

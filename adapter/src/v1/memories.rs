@@ -1,7 +1,7 @@
 //! Memories: remember, list, recall, update, forget, reopen, flag,
 //! revisions, audit and search.
 
-use super::{acting, dotted, embed, moment, ok, one, read, typed, V1};
+use super::{acting, check_reason, dotted, embed, moment, ok, one, read, read_refreshing, typed, UserQuery, V1};
 use crate::caller::Caller;
 use crate::tools::memories::{check_cursor, check_metadata, check_query, shorten_conflicts};
 use crate::tools::{Shared, MAX_CONTENT_BYTES, MAX_QUERY_BYTES};
@@ -79,14 +79,6 @@ pub struct ListQuery {
     pub filter: Option<String>,
     /// Start the lifetime of the listed memories that have a ttl again.
     pub refresh_ttl: Option<bool>,
-    /// The user to act for (platform tokens).
-    pub user_id: Option<String>,
-}
-
-#[derive(Deserialize, IntoParams, Default)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct UserQuery {
     /// The user to act for (platform tokens).
     pub user_id: Option<String>,
 }
@@ -433,11 +425,7 @@ pub async fn list(
         &q.refresh_ttl,
     ];
     // Refreshing TTLs writes; a plain listing may be served by a replica.
-    let v = if q.refresh_ttl == Some(true) {
-        one(&s, &c, sql, &params).await?
-    } else {
-        read(&s, &c, sql, &params).await?
-    };
+    let v = read_refreshing(&s, &c, q.refresh_ttl, sql, &params).await?;
     Ok(Json(typed(v)?))
 }
 
@@ -467,11 +455,7 @@ pub async fn recall(
 }
 
 fn not_found(id: Uuid) -> Problem {
-    Problem::new(
-        StatusCode::NOT_FOUND,
-        format!("memory {id} not found; list or search memories to find ids"),
-    )
-    .with_sqlstate("P0002")
+    Problem::not_found(format!("memory {id} not found; list or search memories to find ids"))
 }
 
 /// Change a memory's content, tags, metadata or validity; the previous
@@ -488,8 +472,7 @@ pub async fn update(
     let id = super::memory_id(&id)?;
     let c = acting(&c, b.user_id.as_deref())?;
     check_metadata(b.metadata.as_ref()).map_err(Problem::bad_request)?;
-    crate::limits::check_opt("reason", b.reason.as_deref(), crate::limits::MAX_REASON_CHARS)
-        .map_err(Problem::bad_request)?;
+    check_reason(b.reason.as_deref())?;
     let valid_to = moment("valid_to", b.valid_to.as_deref())?;
     let embedding = match &b.content {
         Some(text) => Some(embed(&s, &c, "content", text, MAX_CONTENT_BYTES).await?),
@@ -522,8 +505,7 @@ pub async fn forget(
 ) -> V1<Json<Forgotten>> {
     let id = super::memory_id(&id)?;
     let c = acting(&c, q.user_id.as_deref())?;
-    crate::limits::check_opt("reason", q.reason.as_deref(), crate::limits::MAX_REASON_CHARS)
-        .map_err(Problem::bad_request)?;
+    check_reason(q.reason.as_deref())?;
     let v = one(
         &s,
         &c,
@@ -550,8 +532,7 @@ pub async fn reopen(
     let id = super::memory_id(&id)?;
     let b = b.map(|Json(b)| b).unwrap_or_default();
     let c = acting(&c, b.user_id.as_deref())?;
-    crate::limits::check_opt("reason", b.reason.as_deref(), crate::limits::MAX_REASON_CHARS)
-        .map_err(Problem::bad_request)?;
+    check_reason(b.reason.as_deref())?;
     let v = one(
         &s,
         &c,
@@ -578,7 +559,7 @@ pub async fn flag(
     let id = super::memory_id(&id)?;
     let c = acting(&c, b.user_id.as_deref())?;
     let reason = b.reason.unwrap_or_else(|| "flagged".into());
-    crate::limits::check_len("reason", &reason, crate::limits::MAX_REASON_CHARS).map_err(Problem::bad_request)?;
+    check_reason(Some(&reason))?;
     let v = one(
         &s,
         &c,
@@ -682,10 +663,6 @@ pub async fn search(
         &b.entity,
         &b.refresh_ttl,
     ];
-    let v = if b.refresh_ttl == Some(true) {
-        one(&s, &c, sql, &params).await?
-    } else {
-        read(&s, &c, sql, &params).await?
-    };
+    let v = read_refreshing(&s, &c, b.refresh_ttl, sql, &params).await?;
     Ok(Json(typed(v)?))
 }

@@ -213,9 +213,7 @@ pub async fn embed(
     let work = {
         let (s, owner, texts) = (s.clone(), c.owner.clone(), b.texts);
         tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let r = s.embedder.embed_in(&owner, &texts).await;
-            s.metrics.embedding(started.elapsed(), r.is_ok());
+            let r = s.embed_texts(&owner, &texts).await;
             drop(turn);
             r
         })
@@ -290,17 +288,16 @@ pub async fn mint_token(
 /// Revoke a token: a platform token revokes the tokens it minted, any token
 /// revokes itself (signing out).
 #[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens",
-    params(("id" = Uuid, Path, description = "The token's id"), super::memories::UserQuery),
+    params(("id" = Uuid, Path, description = "The token's id"), super::UserQuery),
     responses((status = 204, description = "Revoked")))]
 pub async fn revoke_token(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path(id): Path<String>,
-    Query(q): Query<super::memories::UserQuery>,
+    Query(q): Query<super::UserQuery>,
 ) -> V1<Response> {
     let c = acting(&c, q.user_id.as_deref())?;
-    let id = Uuid::parse_str(id.trim())
-        .map_err(|_| Problem::bad_request(format!("'{}' is not a token id (a UUID)", crate::limits::clip(&id))))?;
+    let id = super::uuid_of("token id (a UUID)", &id)?;
     one(&s, &c, "SELECT to_jsonb(engram.revoke_minted_token($1))", &[&id]).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -319,13 +316,13 @@ pub struct Erased {
 /// stay.
 #[utoipa::path(delete, path = "/v1/users/{user_id}/memories", tag = "tokens",
     params(("user_id" = String, Path, description = "The user: the token's own owner, or any user for a platform token"),
-           super::memories::UserQuery),
+           super::UserQuery),
     responses((status = 200, description = "Erased", body = Erased)))]
 pub async fn erase_user(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
     Path(user_id): Path<String>,
-    Query(_query): Query<super::memories::UserQuery>,
+    Query(_query): Query<super::UserQuery>,
 ) -> V1<Json<Erased>> {
     let c = acting(&c, Some(&user_id))?;
     let v = one(&s, &c, "SELECT engram.erase_memories()", &[]).await?;

@@ -289,6 +289,42 @@ async fn read(s: &Shared, c: &Caller, sql: &str, params: &[&(dyn ToSql + Sync)])
     crate::db::reading(one(s, c, sql, params)).await
 }
 
+/// `one` for a read that refreshes TTLs (a write, on the primary), else `read`.
+async fn read_refreshing(
+    s: &Shared,
+    c: &Caller,
+    refresh_ttl: Option<bool>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> V1<Value> {
+    if refresh_ttl == Some(true) {
+        one(s, c, sql, params).await
+    } else {
+        read(s, c, sql, params).await
+    }
+}
+
+/// The query string of a call that takes nothing but the user.
+#[derive(serde::Deserialize, utoipa::IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct UserQuery {
+    /// The user to act for (platform tokens).
+    pub user_id: Option<String>,
+}
+
+/// What a delete by name answers.
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Deleted {
+    /// false: nothing was there.
+    pub deleted: bool,
+}
+
+/// A `reason` within engram's limit.
+fn check_reason(reason: Option<&str>) -> V1<()> {
+    crate::limits::check_opt("reason", reason, crate::limits::MAX_REASON_CHARS).map_err(Problem::bad_request)
+}
+
 /// The database's JSON as the documented answer type: a mismatch is a bug
 /// of engram-mcp (500), never an answer that breaks its own schema.
 fn typed<T: DeserializeOwned>(v: Value) -> V1<T> {
@@ -319,12 +355,13 @@ fn moment(name: &str, value: Option<&str>) -> V1<Option<String>> {
 
 /// A memory id from the path.
 fn memory_id(id: &str) -> V1<uuid::Uuid> {
-    uuid::Uuid::parse_str(id.trim()).map_err(|_| {
-        Problem::bad_request(format!(
-            "'{}' is not a memory id (a UUID); list or search memories to find ids",
-            crate::limits::clip(id)
-        ))
-    })
+    uuid_of("memory id (a UUID); list or search memories to find ids", id)
+}
+
+/// An id from the path, `what` naming it in the error.
+fn uuid_of(what: &str, id: &str) -> V1<uuid::Uuid> {
+    uuid::Uuid::parse_str(id.trim())
+        .map_err(|_| Problem::bad_request(format!("'{}' is not a {what}", crate::limits::clip(id))))
 }
 
 /// A namespace in a query string: labels joined by dots (`a.b` is

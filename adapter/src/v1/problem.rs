@@ -51,6 +51,11 @@ impl Problem {
         Problem::new(StatusCode::BAD_REQUEST, detail)
     }
 
+    /// Nothing of the caller's is there (P0002, as the database says it).
+    pub fn not_found(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::NOT_FOUND, detail).with_sqlstate("P0002")
+    }
+
     pub fn with_sqlstate(mut self, sqlstate: &str) -> Problem {
         self.sqlstate = Some(sqlstate.into());
         self

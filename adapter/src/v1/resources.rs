@@ -2,7 +2,7 @@
 //! `resources/list` and `resources/read`). Managed with platform tokens
 //! only; changes notify the owner's MCP sessions.
 
-use super::{acting, ok, one, V1};
+use super::{acting, ok, one, UserQuery, V1};
 use crate::caller::Caller;
 use crate::tools::{Shared, MAX_CONTENT_BYTES};
 use crate::v1::problem::Problem;
@@ -14,7 +14,7 @@ use axum_extra::extract::Query;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -23,14 +23,6 @@ pub struct ResourceBody {
     pub content: Option<String>,
     pub tags: Option<Vec<String>>,
     /// The user whose agents read it (platform tokens).
-    pub user_id: Option<String>,
-}
-
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct UserQuery {
-    /// The user to act for (platform tokens).
     pub user_id: Option<String>,
 }
 
@@ -43,10 +35,6 @@ fn platform_only(c: &Caller) -> V1<()> {
         "resources are managed with platform tokens (engram.create_token(..., platform => true)); agents read them \
          over MCP (resources/list, resources/read)",
     ))
-}
-
-fn resource_id(id: &str) -> V1<uuid::Uuid> {
-    super::memory_id(id)
 }
 
 /// The user's resources.
@@ -106,7 +94,7 @@ pub async fn get(
     Path(id): Path<String>,
     Query(q): Query<UserQuery>,
 ) -> V1<Json<Value>> {
-    let id = resource_id(&id)?;
+    let id = super::memory_id(&id)?;
     platform_only(&c)?;
     let c = acting(&c, q.user_id.as_deref())?;
     Ok(Json(one(&s, &c, "SELECT engram.resource_get(id => $1)", &[&id]).await?))
@@ -122,7 +110,7 @@ pub async fn update(
     Path(id): Path<String>,
     Json(b): Json<ResourceBody>,
 ) -> V1<Json<Value>> {
-    let id = resource_id(&id)?;
+    let id = super::memory_id(&id)?;
     platform_only(&c)?;
     let c = acting(&c, b.user_id.as_deref())?;
     let embedding = match &b.content {
@@ -150,7 +138,7 @@ pub async fn delete(
     Path(id): Path<String>,
     Query(q): Query<UserQuery>,
 ) -> V1<Response> {
-    let id = resource_id(&id)?;
+    let id = super::memory_id(&id)?;
     platform_only(&c)?;
     let c = acting(&c, q.user_id.as_deref())?;
     one(&s, &c, "SELECT to_jsonb(engram.resource_delete(id => $1))", &[&id]).await?;
