@@ -21,8 +21,10 @@
   names an OpenAI-compatible chat endpoint that extracts the facts of a
   conversation (user and assistant turns) before they go through the same
   rules. Off by default.
-- `search` takes `threshold` as the least cosine similarity; `score` in
-  its results is that similarity (engram's ranking orders them)."""
+- `search` keeps the hits whose cosine similarity to the query is at least
+  `threshold` (default 0.1, as Mem0's); `score` in its results is that
+  similarity, and engram's ranking (relevance x trust x freshness) orders
+  them."""
 
 from __future__ import annotations
 
@@ -166,6 +168,12 @@ class _Plan:
         return options
 
     @staticmethod
+    def hits(hits: Sequence[SearchHit], threshold: float) -> list[dict[str, Any]]:
+        """Mem0's results: the hits at least `threshold` similar to the query
+        (a hit found by its words alone has no similarity), best first."""
+        return [_item(h, h.similarity, True) for h in hits if h.similarity is not None and h.similarity >= threshold]
+
+    @staticmethod
     def list_options(user: str | None, condition: dict[str, Any], limit: int) -> ListOptions:
         options: ListOptions = {"limit": min(max(limit, 1), 1000)}
         if user is not None:
@@ -278,10 +286,10 @@ class Memory:
 
     def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
-               top_k: int | None = None, threshold: float | None = None) -> dict[str, Any]:
+               top_k: int | None = None, threshold: float = 0.1) -> dict[str, Any]:
         user, condition = scope(user_id, agent_id, run_id, filters)
         hits = self.client.search(query, **_Plan.search_options(user, condition, limit or top_k or 20, threshold))
-        return {"results": [_item(h, h.similarity if h.similarity is not None else h.score, True) for h in hits]}
+        return {"results": _Plan.hits(hits, threshold)}
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
         try:
@@ -386,11 +394,11 @@ class AsyncMemory:
 
     async def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                      run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
-                     top_k: int | None = None, threshold: float | None = None) -> dict[str, Any]:
+                     top_k: int | None = None, threshold: float = 0.1) -> dict[str, Any]:
         user, condition = scope(user_id, agent_id, run_id, filters)
         hits = await self.client.search(query, **_Plan.search_options(user, condition, limit or top_k or 20,
                                                                       threshold))
-        return {"results": [_item(h, h.similarity if h.similarity is not None else h.score, True) for h in hits]}
+        return {"results": _Plan.hits(hits, threshold)}
 
     async def get(self, memory_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
         try:

@@ -1,0 +1,187 @@
+"""pg_engram.Client and AsyncClient against engram-mcp: typed results,
+conflicts and their resolution, paging, keyed items, a platform token acting
+for users, errors with SQLSTATE and hint, retries on a real 503, and the
+README's examples run as written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import HOST, MODEL, PG_BIN, PORT, new_database, psql, serving
+
+from pg_engram import (AsyncClient, BadRequestError, Client, Conflict, Entity, Memory, NotFoundError,
+                       PermissionDeniedError, Remembered, SearchHit, UnavailableError)
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_remember_conflict_resolve_search_and_history(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        first = c.remember("Alice's standup is at 9:30 in room Kepler", tags=["work"], metadata={"team": "core"})
+        assert isinstance(first, Remembered) and first.created
+        again = c.remember("Alice's standup is at 9:30 in room Kepler")
+        assert isinstance(again, Remembered) and again.status == "duplicate" and again.id == first.id
+
+        conflict = c.remember("Alice's standup is at 10:00 in room Kepler")
+        assert isinstance(conflict, Conflict) and conflict.ids == [first.id]
+        assert "supersedes" in (conflict.hint or "")
+        with pytest.raises(ValueError, match="supersede"):
+            c.resolve(conflict)          # nothing is closed that the caller did not name
+        second = c.resolve(conflict, supersede=conflict.ids)
+        assert second.created
+
+        hits = c.search("when is the standup?", limit=5)
+        assert isinstance(hits[0], SearchHit) and hits[0].id == second.id
+        assert isinstance(hits[0].created_at, datetime) and hits[0].created_at.tzinfo is not None
+        old = c.recall(first.id)
+        assert isinstance(old, Memory) and old.valid_to is not None and old.metadata == {"team": "core"}
+        then = c.search("standup", valid_at=old.valid_from)
+        assert first.id in [h.id for h in then]
+
+        assert c.update(second.id, content="Alice's standup is at 10:15 in room Kepler", reason="moved").revision == 2
+        revisions = c.revisions(second.id)
+        assert [r.revision for r in revisions] == [1, 2] and revisions[-1].is_current
+        assert c.reopen(first.id, reason="both hold") is True
+        assert c.forget(first.id) is True
+        with pytest.raises(NotFoundError) as missing:
+            c.recall(uuid.uuid4())
+        assert missing.value.sqlstate == "P0002"
+
+
+def test_paging_iterators_fetch_every_page(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        for i in range(7):
+            c.put(("notes",), f"n{i}", value={"i": i}, index=False)
+        pages: list[int] = []
+        hooks = {"response": [lambda r: pages.append(1) if r.request.url.path == "/v1/memories" else None]}
+        with Client(engram["url"], user["token"], http_client=httpx.Client(event_hooks=hooks)) as counted:
+            listed = list(counted.list(namespace_prefix=("notes",), limit=3))
+        assert sorted(m.key for m in listed) == [f"n{i}" for i in range(7)]
+        assert len(pages) == 3
+
+
+def test_items_namespaces_and_ttl(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        assert c.put(("prefs", "ui"), "theme", value={"mode": "dark", "font": 14}).status == "created"
+        assert c.put(("prefs", "ui"), "theme", value={"mode": "light", "font": 14}).status == "revised"
+        item = c.get(("prefs", "ui"), "theme")
+        assert item is not None and item.value == {"mode": "light", "font": 14} and item.revision == 2
+        assert item.updated_at > item.created_at
+        assert c.get(("prefs", "ui"), "missing") is None
+        assert c.namespaces() == [("prefs", "ui")]
+        c.put(("cache",), "k", value={"v": 1}, ttl=timedelta(hours=1))
+        cached = c.get(("cache",), "k")
+        assert cached is not None and cached.expires_at is not None
+        assert cached.expires_at - datetime.now(timezone.utc) > timedelta(minutes=55)
+        assert c.delete(("cache",), "k") is True and c.delete(("cache",), "k") is False
+        with pytest.raises(ValueError, match="dots"):
+            c.put(("a.b",), "k", value={})
+
+
+def test_a_platform_token_acts_for_users(engram):
+    with Client(engram["url"], engram["platform"]) as platform:
+        user = f"u{uuid.uuid4().hex[:8]}"
+        platform.as_user(user).remember("Dana is allergic to peanuts")
+        assert [h.content for h in platform.search("allergies", user_id=user)] == ["Dana is allergic to peanuts"]
+        assert list(platform.search("allergies", user_id=f"other-{user}")) == []
+        token = platform.create_token(user, label="laptop", expires_in=timedelta(hours=1))
+        assert token.owner == user and token.expires_at is not None
+        with Client(engram["url"], token.token) as own:
+            assert [m.content for m in own.list()] == ["Dana is allergic to peanuts"]
+            with pytest.raises(PermissionDeniedError):
+                own.search("allergies", user_id="someone-else")
+        platform.revoke_token(token.id)
+        erased = platform.erase_user(user)
+        assert erased.memories == 1
+        assert list(platform.search("allergies", user_id=user)) == []
+
+
+def test_context_entities_and_embed(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        c.remember("Marta Keller leads the billing team in Lyon")
+        ctx = c.context("who leads billing?")
+        assert "Marta" in ctx["text"]
+        entities = c.entities()
+        assert entities and all(isinstance(e, Entity) for e in entities)
+        assert isinstance(c.about(entities[0].name), dict)
+        vectors = c.embed(["hello", "world"])
+        assert vectors.model == MODEL and vectors.dims == len(vectors.embeddings[0]) == 384
+
+
+def test_errors_carry_the_sqlstate_and_hint_and_change_nothing(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        with pytest.raises(BadRequestError) as bad:
+            c.search("x", filter={"n": {"$regex": "x"}})
+        assert bad.value.status == 400 and bad.value.sqlstate and bad.value.detail
+        assert bad.value.sqlstate in str(bad.value)
+        with pytest.raises(BadRequestError):
+            c.remember("x", ttl=-1)
+        assert list(c.list()) == []
+    with pytest.raises(Exception) as unauth:
+        Client(engram["url"], "eg_" + "0" * 64).search("x")
+    assert getattr(unauth.value, "status", None) == 401
+
+
+def test_a_503_is_retried_after_retry_after():
+    """A real 503: a statement timeout while another session locks
+    engram.memories. The client waits as Retry-After says and tries again;
+    without retries the error carries the SQLSTATE."""
+    db = new_database()
+    token = psql(db, "SELECT engram.create_token(owner => 'wes', label => 'pytest')")
+    answers: list[int] = []
+    hooks = {"response": [lambda r: answers.append(r.status_code)]}
+    with serving(db, "--statement-timeout-ms", "1000") as url:
+        with locked_memories(db, 5):
+            with pytest.raises(UnavailableError) as busy:
+                Client(url, token, max_retries=0).list_page()
+            assert busy.value.sqlstate == "57014" and busy.value.status == 503
+            page = Client(url, token, max_retries=5, http_client=httpx.Client(event_hooks=hooks)).list_page()
+        assert page.memories == [] and 503 in answers and answers[-1] == 200
+
+
+@contextlib.contextmanager
+def locked_memories(db, seconds):
+    """Holds an exclusive lock on engram.memories from another session."""
+    p = subprocess.Popen([f"{PG_BIN}/psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", db, "-c",
+                          f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        yield
+    finally:
+        p.wait(seconds + 10)
+
+
+def test_the_readme_examples_run(engram, user):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 5
+    env = dict(os.environ, ENGRAM_URL=engram["url"], ENGRAM_TOKEN=user["token"],
+               ENGRAM_PLATFORM_TOKEN=engram["platform"])
+    for block in blocks:
+        r = subprocess.run([sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, (block, r.stdout, r.stderr)
+
+
+@pytest.mark.anyio
+async def test_the_async_client(engram, user):
+    async with AsyncClient(engram["url"], user["token"]) as c:
+        stored = await c.remember("The Q3 report is due on August 15th")
+        assert isinstance(stored, Remembered)
+        conflict = await c.remember("The Q3 report is due on September 1st")
+        if isinstance(conflict, Conflict):
+            await c.resolve(conflict, supersede=conflict.ids)
+        hits = await c.search("report deadline")
+        assert hits and "September" in hits[0].content
+        assert [m.content async for m in c.list(limit=1)]
+        assert (await c.put(("a",), "k", value={"x": 1})).status == "created"
+        assert (await c.get(("a",), "k")) is not None
