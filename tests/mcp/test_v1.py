@@ -58,6 +58,8 @@ def concrete(path):
 
 def test_the_document_and_the_routes_agree(api):
     doc = httpx.get(api["base"] + "/v1/openapi.json", timeout=10).json()
+    ids = [op["operationId"] for item in doc["paths"].values() for m, op in item.items() if m in METHODS]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
     assert doc["openapi"].startswith("3.1")
     documented = {(m, p) for p, item in doc["paths"].items() for m in item if m in METHODS}
     assert ROUTES <= documented, ROUTES - documented

@@ -72,7 +72,9 @@ pub struct ListQuery {
     pub cursor: Option<String>,
     /// List what was valid at this moment instead of now.
     pub valid_at: Option<String>,
-    /// Only keyed memories under this namespace (labels joined by dots: `users.alice`).
+    /// Only keyed memories under this namespace (labels joined by dots: `users.alice`); given empty
+    /// (`namespace_prefix=`): every keyed memory.
+    #[serde(default, deserialize_with = "super::given")]
     pub namespace_prefix: Option<String>,
     /// A JSON object over each memory's value (else metadata): `{"team": "core", "n": {"$gte": 2}}`;
     /// operators $eq $ne $gt $gte $lt $lte $in.

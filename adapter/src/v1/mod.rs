@@ -89,6 +89,12 @@ impl Modify for Conventions {
             {
                 op.responses.responses.insert("default".into(), problem.clone().into());
                 op.security.get_or_insert_with(Vec::new).push(bearer.clone());
+                // Handlers of different modules share names (get, list,
+                // update): the tag makes each operationId unique, as
+                // OpenAPI requires and code generators need.
+                if let (Some(tag), Some(id)) = (op.tags.as_ref().and_then(|t| t.first()), op.operation_id.as_mut()) {
+                    *id = format!("{tag}_{id}");
+                }
             }
         }
     }
@@ -366,6 +372,13 @@ fn uuid_of(what: &str, id: &str) -> V1<uuid::Uuid> {
 
 /// A namespace in a query string: labels joined by dots (`a.b` is
 /// `["a", "b"]`; the empty string is the root, `[]`).
+/// A query parameter given empty (`namespace_prefix=`) is there and means
+/// "all of them"; serde_html_form would read an empty optional value as
+/// absent.
+fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    <String as serde::Deserialize>::deserialize(d).map(Some)
+}
+
 fn dotted(namespace: Option<&str>) -> Option<Vec<String>> {
     namespace.map(|n| match n {
         "" => Vec::new(),

@@ -79,6 +79,9 @@ def test_items_namespaces_and_ttl(engram, user):
         assert item.updated_at > item.created_at
         assert c.get(("prefs", "ui"), "missing") is None
         assert c.namespaces() == [("prefs", "ui")]
+        # an empty prefix is every keyed memory, and only those
+        c.remember("a memory that is not an item")
+        assert [m.key for m in c.list(namespace_prefix=())] == ["theme"]
         c.put(("cache",), "k", value={"v": 1}, ttl=timedelta(hours=1))
         cached = c.get(("cache",), "k")
         assert cached is not None and cached.expires_at is not None

@@ -1,0 +1,18 @@
+// Memory tools for the Vercel AI SDK, backed by engram.
+//
+//   cd examples && npm install && ENGRAM_URL=http://localhost:8080 ENGRAM_TOKEN=<a platform token> node ai_sdk.mjs
+//
+// engramTools() returns AI SDK tools (remember, search, about) bound to one
+// user. Give them to a model: generateText({ model, tools, prompt }). Here
+// they run directly, as the SDK runs them when a model calls them.
+import { EngramClient, engramTools } from "pg-engram";
+
+const engram = new EngramClient({ url: process.env.ENGRAM_URL, token: process.env.ENGRAM_TOKEN });
+const user = `alice-${Date.now()}`;
+const tools = engramTools(engram, { userId: user });
+const call = { toolCallId: "example", messages: [], context: {} };
+
+console.log(await tools.remember.execute({ content: "Alice prefers aisle seats on trains", tags: ["travel"] }, call));
+console.log(await tools.search.execute({ query: "which seat should I book for Alice?" }, call));
+console.log(await tools.remember.execute({ content: "Alice prefers window seats on trains" }, call));
+await engram.eraseUser(user);
