@@ -1,6 +1,7 @@
 // Memory tools for the Vercel AI SDK, backed by engram.
 //
-//   cd examples && npm install && ENGRAM_URL=http://localhost:8080 ENGRAM_TOKEN=<a platform token> node ai_sdk.mjs
+//   (cd clients/typescript && npm ci && npm run build)      # the package, built
+//   cd examples && npm ci && ENGRAM_URL=http://127.0.0.1:8080 ENGRAM_TOKEN=$(cat ../.engram/token) node ai_sdk.mjs
 //
 // engramTools() returns AI SDK tools (remember, search, about) bound to one
 // user. Give them to a model: generateText({ model, tools, prompt }). Here

@@ -309,7 +309,8 @@ npm_ci() {
 # clients_pytest [pytest args]: clients/python/tests against the suites'
 # cluster: the Python package installed from the working tree into the test
 # venv (with LangGraph, FastAPI and mypy), the TypeScript package and the
-# examples' npm packages installed from their lock files.
+# examples' npm packages installed from their lock files; Node 22 is the MCP
+# conformance suite's (scripts/test installs it first).
 clients_pytest() {
   ensure_test_venv
   if ! "$TEST_VENV/bin/python" -c "import langgraph, fastapi, mypy" 2>/dev/null; then
@@ -322,7 +323,7 @@ clients_pytest() {
   npm_ci "$ROOT/clients/typescript"
   npm_ci "$ROOT/examples"
   (cd "$ROOT/clients/python/tests" && ENGRAM_MCP_BIN="$CARGO_TARGET_DIR/debug/engram-mcp" \
-    "$TEST_VENV/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning "$@")
+    ENGRAM_CONFORMANCE_DIR="$ENGRAM_HOME/conformance" "$TEST_VENV/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning "$@")
 }
 
 # mcp_pytest [pytest args]: the MCP tests in tests/mcp against the suites'

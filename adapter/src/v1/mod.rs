@@ -370,8 +370,6 @@ fn uuid_of(what: &str, id: &str) -> V1<uuid::Uuid> {
         .map_err(|_| Problem::bad_request(format!("'{}' is not a {what}", crate::limits::clip(id))))
 }
 
-/// A namespace in a query string: labels joined by dots (`a.b` is
-/// `["a", "b"]`; the empty string is the root, `[]`).
 /// A query parameter given empty (`namespace_prefix=`) is there and means
 /// "all of them"; serde_html_form would read an empty optional value as
 /// absent.
@@ -379,6 +377,8 @@ fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Er
     <String as serde::Deserialize>::deserialize(d).map(Some)
 }
 
+/// A namespace in a query string: labels joined by dots (`a.b` is
+/// `["a", "b"]`; the empty string is the root, `[]`).
 fn dotted(namespace: Option<&str>) -> Option<Vec<String>> {
     namespace.map(|n| match n {
         "" => Vec::new(),

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from conftest import HOST, MODEL, PG_BIN, PORT, new_database, psql, serving
 
-from pg_engram import (AsyncClient, BadRequestError, Client, Conflict, Entity, Memory, NotFoundError,
+from pg_engram import (AsyncClient, BadRequestError, Client, Conflict, ConflictError, Entity, Memory, NotFoundError,
                        PermissionDeniedError, Remembered, SearchHit, UnavailableError)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -188,3 +188,66 @@ async def test_the_async_client(engram, user):
         assert [m.content async for m in c.list(limit=1)]
         assert (await c.put(("a",), "k", value={"x": 1})).status == "created"
         assert (await c.get(("a",), "k")) is not None
+
+
+def test_a_conflict_belongs_to_the_user_it_was_found_for(engram):
+    user = f"u{uuid.uuid4().hex[:8]}"
+    with Client(engram["url"], engram["platform"]) as platform:
+        bound = platform.as_user(user)
+        assert isinstance(bound.remember("Eve's desk is on floor 3"), Remembered)
+        conflict = bound.remember("Eve's desk is on floor 5")
+        assert isinstance(conflict, Conflict) and conflict.user_id == user
+        # the platform's own client would store it under the token's owner: refused
+        with pytest.raises(ValueError, match=user):
+            platform.as_user("someone-else").resolve(conflict, force=True)
+        stored = platform.resolve(conflict, force=True)   # acting for the conflict's user
+        assert stored.id in [m.id for m in bound.list()]
+        assert list(platform.list()) == []
+
+
+def test_a_409_that_is_not_a_conflict_is_an_error(engram, user):
+    with Client(engram["url"], user["token"]) as c:
+        old = c.remember("The printer is on floor 2")
+        assert isinstance(old, Remembered)
+        c.forget(old.id)
+        with pytest.raises(ConflictError) as refused:
+            c.remember("The printer is on floor 3", supersedes=[old.id])
+        assert refused.value.status == 409 and refused.value.detail
+
+
+def test_what_may_be_sent_again():
+    """Only calls that are idempotent, or whose 503 says the transaction was
+    rolled back, are sent again."""
+    from pg_engram import _requests as rq
+    from pg_engram._client import _Policy
+
+    policy = _Policy("http://x", None, None, 1, 3, 0.1, 1)
+    update = rq.update(uuid.uuid4(), {"content": "x"})
+    search = rq.search("x", {})
+
+    def answer(status: int, sqlstate: str | None = None) -> httpx.Response:
+        body = {"status": status, "detail": "d", **({"sqlstate": sqlstate} if sqlstate else {})}
+        return httpx.Response(status, json=body)
+
+    assert not policy.retryable(update, answer(504), None)
+    assert not policy.retryable(update, answer(503), None)             # unavailable: maybe committed
+    assert policy.retryable(update, answer(503, "57014"), None)        # statement timeout: rolled back
+    assert policy.retryable(update, answer(503, "53300"), None)
+    assert policy.retryable(search, answer(504), None)
+    assert not policy.retryable(search, answer(500), None)
+    assert not policy.retryable(update, None, httpx.ReadError("reset"))
+    assert policy.retryable(update, None, httpx.ConnectError("refused"))
+
+
+def test_names_that_would_leave_their_path_segment_are_refused(engram, user):
+    with Client(engram["url"], engram["platform"]) as c:
+        for name in ("..", "."):
+            with pytest.raises(ValueError):
+                c.about(name)
+            with pytest.raises(ValueError):
+                c.erase_user(name)
+        for bad in (" bob", "bob ", "", "   "):
+            with pytest.raises(ValueError):
+                c.search("x", user_id=bad)
+            with pytest.raises(ValueError):
+                c.as_user(bad)

@@ -51,10 +51,14 @@ def test_the_fastapi_backend_serves_many_users_through_one_token(engram: dict[st
     backend = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(backend)
     ann, ben = f"ann-{uuid.uuid4().hex[:6]}", f"ben-{uuid.uuid4().hex[:6]}"
+    backend.SESSIONS.update({"s-ann": ann, "s-ben": ben})
+    as_ann, as_ben = {"authorization": "Bearer s-ann"}, {"authorization": "Bearer s-ben"}
     with TestClient(backend.app) as http:
-        assert http.post("/notes", json={"text": "My gate code is 4411"}, headers={"x-user": ann}).json()["status"] == "created"
-        http.post("/notes", json={"text": "My gate code is 9090"}, headers={"x-user": ben})
+        assert http.post("/notes", json={"text": "My gate code is 4411"}, headers=as_ann).json()["status"] == "created"
+        http.post("/notes", json={"text": "My gate code is 9090"}, headers=as_ben)
         # a correction replaces what it contradicts (the app's rule)
-        assert http.post("/notes", json={"text": "My gate code is 4412"}, headers={"x-user": ann}).status_code == 200
-        assert http.get("/notes", params={"q": "gate code"}, headers={"x-user": ann}).json() == ["My gate code is 4412"]
-        assert http.get("/notes", params={"q": "gate code"}, headers={"x-user": ben}).json() == ["My gate code is 9090"]
+        assert http.post("/notes", json={"text": "My gate code is 4412"}, headers=as_ann).status_code == 200
+        assert http.get("/notes", params={"q": "gate code"}, headers=as_ann).json() == ["My gate code is 4412"]
+        assert http.get("/notes", params={"q": "gate code"}, headers=as_ben).json() == ["My gate code is 9090"]
+        # no session, or one the app does not know: nothing is read
+        assert http.get("/notes", params={"q": "gate code"}, headers={"authorization": "Bearer forged"}).status_code == 401

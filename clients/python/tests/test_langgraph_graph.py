@@ -12,7 +12,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, PutOp, SearchOp
 
 from pg_engram.langgraph import AsyncEngramStore, EngramStore
 
@@ -78,3 +78,15 @@ async def test_the_async_store_in_a_graph(engram):
         out = await app.ainvoke({"messages": [{"role": "user", "content": "which floor do I live on?"}]},
                                 {"configurable": {"thread_id": "b", "user_id": carol}})
         assert out["messages"][-1].content == "my flat is on the 4th floor"
+
+
+def test_a_batch_is_checked_whole_before_it_writes(engram):
+    owner = f"dora-{uuid.uuid4().hex[:6]}"
+    with EngramStore(engram["url"], engram["platform"], user_index=1) as store:
+        ok, short = PutOp(("users", owner), "k1", {"v": 1}), PutOp(("users",), "k2", {"v": 2})
+        with pytest.raises(ValueError, match="user_index"):
+            store.batch([ok, short])
+        assert store.get(("users", owner), "k1") is None
+        with pytest.raises(ValueError, match="at most 100"):
+            store.batch([ok, SearchOp(("users", owner), query="x", offset=95, limit=10)])
+        assert store.get(("users", owner), "k1") is None

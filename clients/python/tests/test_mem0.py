@@ -112,3 +112,31 @@ async def test_the_async_facade(engram):
         assert len(await m.history(added[0]["id"], user_id=alice)) == 2
         await m.delete_all(user_id=alice)
         assert (await m.get_all(user_id=alice))["results"] == []
+
+
+def test_the_facade_changes_only_its_own_memories_in_the_calls_scope(engram):
+    from pg_engram import Client
+    from pg_engram.langgraph import EngramStore
+
+    m, alice = Memory(engram["url"], engram["platform"]), _user()
+    travel = m.add("My favourite colour is blue", user_id=alice, agent_id="travel-bot")["results"]
+    # another agent's fact conflicts with travel-bot's: stored alongside, nothing revised
+    shop = m.add("My favourite colour is green", user_id=alice, agent_id="shopping-bot")["results"]
+    assert [r["event"] for r in shop] == ["ADD"] and shop[0]["id"] != travel[0]["id"]
+    assert [r["memory"] for r in m.get_all(user_id=alice, agent_id="travel-bot")["results"]] == [
+        "My favourite colour is blue"]
+    # a LangGraph item and a memory another client stored are not the facade's
+    with EngramStore(engram["url"], engram["platform"], user_index=1) as store:
+        store.put(("prefs", alice), "diet", {"text": "The user is vegetarian"})
+        with Client(engram["url"], engram["platform"], user_id=alice) as c:
+            c.remember("The user drinks oat milk", force=True)
+        out = m.add("The user is not vegetarian", user_id=alice)["results"]
+        assert [r["event"] for r in out] == ["ADD"]
+        item = store.get(("prefs", alice), "diet")
+        assert item is not None and item.value == {"text": "The user is vegetarian"}
+        listed = [r["memory"] for r in m.get_all(user_id=alice)["results"]]
+        assert "The user drinks oat milk" not in listed and not any("vegetarian\"" in x for x in listed)
+        m.delete_all(user_id=alice)
+        assert store.get(("prefs", alice), "diet") is not None
+        with Client(engram["url"], engram["platform"], user_id=alice) as c:
+            assert "The user drinks oat milk" in [h.content for h in c.search("oat milk")]

@@ -95,6 +95,34 @@ export interface EngramClientOptions {
 type Query = Record<string, string | number | boolean | string[] | undefined | null>;
 
 const RETRY = new Set([502, 503, 504]);
+// SQLSTATEs of a 503 whose transaction was rolled back: nothing was written,
+// so even a call that is not idempotent may be sent again
+const ROLLED_BACK = new Set(["57014", "55P03", "40001", "40P01", "25006"]);
+const IDEMPOTENT = new Set(["GET", "PUT", "DELETE"]);
+
+/** A user id as given: not empty, no surrounding spaces (the server would
+ * trim them, and " bob" would act as bob). */
+function checkedUser(userId: string | undefined): string | undefined {
+  if (userId !== undefined && (typeof userId !== "string" || !userId.trim() || userId !== userId.trim())) {
+    throw new TypeError(`userId ${JSON.stringify(userId)} must be a non-empty string without surrounding spaces`);
+  }
+  return userId;
+}
+
+/** A name as one path segment: "." and ".." would be read as the path's own
+ * dots (URL parsers resolve them, encoded or not) and name another route. */
+function segment(name: string, what: string): string {
+  if (!name || name === "." || name === "..") throw new TypeError(`${what} ${JSON.stringify(name)} cannot be used: it is empty or a path's dot segment`);
+  return encodeURIComponent(name);
+}
+
+function parsed(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return { detail: text.slice(0, 500) };
+  }
+}
 
 function labels(namespace: readonly string[], what: string): string {
   for (const label of namespace) {
@@ -115,7 +143,7 @@ export class EngramClient {
     if (!/^https?:\/\//.test(options.url)) throw new TypeError(`url must be engram-mcp's base URL (http://host:8080), not ${options.url}`);
     this.url = options.url.replace(/\/+$/, "");
     this.token = options.token;
-    this.userId = options.userId;
+    this.userId = checkedUser(options.userId);
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.maxRetries = options.maxRetries ?? 3;
     this.fetcher = options.fetch ?? fetch;
@@ -126,9 +154,15 @@ export class EngramClient {
     return new EngramClient({ url: this.url, ...(this.token ? { token: this.token } : {}), userId, timeoutMs: this.timeoutMs, maxRetries: this.maxRetries, fetch: this.fetcher });
   }
 
-  private async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown; as?: As; accept?: number[] } = {}): Promise<{ status: number; data: T }> {
+  /** The user a call acts for: the one it names, else the client's. */
+  acting(as: As = {}): string | undefined {
+    return checkedUser(as.userId) ?? this.userId;
+  }
+
+  private async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown; as?: As; accept?: number[]; idempotent?: boolean } = {}): Promise<{ status: number; data: T }> {
     const url = new URL(this.url + path);
-    const query: Query = { ...opts.query, user_id: opts.as?.userId ?? this.userId };
+    const query: Query = { ...opts.query, user_id: this.acting(opts.as) };
+    const idempotent = opts.idempotent ?? IDEMPOTENT.has(method);
     for (const [k, v] of Object.entries(query)) {
       if (v === undefined || v === null) continue;
       for (const one of Array.isArray(v) ? v : [v]) url.searchParams.append(k, String(one));
@@ -148,17 +182,22 @@ export class EngramClient {
       } catch (e) {
         throw new EngramError(0, { detail: `no answer from engram-mcp: ${String(e)}` });
       }
-      if (RETRY.has(response.status) && attempt < this.maxRetries) {
-        const told = Number(response.headers.get("retry-after"));
-        const wait = Number.isFinite(told) && told >= 0 ? told * 1000 : 500 * 2 ** attempt;
-        await response.body?.cancel();
-        await new Promise((r) => setTimeout(r, Math.min(wait, 30_000)));
-        continue;
-      }
       const text = await response.text();
-      const data = text ? JSON.parse(text) : null;
+      const data = parsed(text) as Record<string, unknown> | null;
+      if (RETRY.has(response.status) && attempt < this.maxRetries) {
+        // a call that is not idempotent goes again only when it surely was
+        // not applied: engram's 503 for a rolled-back transaction
+        const sqlstate = typeof data?.sqlstate === "string" ? data.sqlstate : "";
+        if (idempotent || (response.status === 503 && (ROLLED_BACK.has(sqlstate) || sqlstate.startsWith("53")))) {
+          const header = response.headers.get("retry-after");
+          const told = header === null ? NaN : Number(header);
+          const wait = Number.isFinite(told) && told >= 0 ? told * 1000 : 500 * 2 ** attempt;
+          await new Promise((r) => setTimeout(r, Math.min(wait, 30_000)));
+          continue;
+        }
+      }
       if (response.ok || opts.accept?.includes(response.status)) return { status: response.status, data: data as T };
-      throw new EngramError(response.status, (data ?? {}) as Record<string, unknown>);
+      throw new EngramError(response.status, data ?? {});
     }
   }
 
@@ -168,26 +207,33 @@ export class EngramClient {
   async remember(input: RememberInput, as: As = {}): Promise<Remembered> {
     const { status, data } = await this.call<Schemas["Remembered"] & Record<string, unknown>>("POST", "/v1/memories", { body: input, as, accept: [409] });
     if (status !== 409) return data;
+    const conflicts = Array.isArray(data.conflicts) ? (data.conflicts as ConflictingMemory[]) : [];
+    // a 409 of another kind (a superseded memory that is archived, say)
+    if (!conflicts.length) throw new EngramError(409, data);
+    const userId = this.acting(as);
     return {
       status: "conflict",
-      conflicts: (data.conflicts ?? []) as ConflictingMemory[],
+      conflicts,
       detail: String(data.detail ?? ""),
       ...(typeof data.hint === "string" ? { hint: data.hint } : {}),
       input,
-      ...(as.userId ? { userId: as.userId } : {}),
+      ...(userId !== undefined ? { userId } : {}),
     };
   }
 
   /** Store a conflicting memory: replacing exactly `supersede`, or alongside (`force`). */
   async resolve(conflict: Conflict, how: { supersede?: string[]; force?: boolean }): Promise<Schemas["Remembered"]> {
     if (!how.supersede?.length && !how.force) throw new TypeError("resolve: name the memories it replaces (supersede) or store it alongside them (force: true)");
+    if (conflict.userId === undefined && this.userId !== undefined) {
+      throw new TypeError(`this conflict is the token owner's; resolve it with a client acting for that user, not for ${this.userId}`);
+    }
     const body: RememberInput = { ...conflict.input, ...(how.supersede?.length ? { supersedes: how.supersede } : {}), ...(how.force ? { force: true } : {}) };
-    const { data } = await this.call<Schemas["Remembered"]>("POST", "/v1/memories", { body, as: conflict.userId ? { userId: conflict.userId } : {} });
+    const { data } = await this.call<Schemas["Remembered"]>("POST", "/v1/memories", { body, as: conflict.userId !== undefined ? { userId: conflict.userId } : {} });
     return data;
   }
 
   async search(input: SearchInput, as: As = {}): Promise<Found> {
-    return (await this.call<Found>("POST", "/v1/search", { body: input, as })).data;
+    return (await this.call<Found>("POST", "/v1/search", { body: input, as, idempotent: true })).data;
   }
 
   async recall(id: string, as: As = {}): Promise<Memory> {
@@ -217,12 +263,12 @@ export class EngramClient {
 
   async forget(id: string, opts: { hard?: boolean; reason?: string } & As = {}): Promise<boolean> {
     const { userId, ...query } = opts;
-    return (await this.call<Schemas["Forgotten"]>("DELETE", `/v1/memories/${encodeURIComponent(id)}`, { query, as: userId ? { userId } : {} })).data.forgotten;
+    return (await this.call<Schemas["Forgotten"]>("DELETE", `/v1/memories/${encodeURIComponent(id)}`, { query, as: userId !== undefined ? { userId } : {} })).data.forgotten;
   }
 
   async reopen(id: string, opts: { reason?: string } & As = {}): Promise<boolean> {
     const { userId, ...body } = opts;
-    return (await this.call<Schemas["Reopened"]>("POST", `/v1/memories/${encodeURIComponent(id)}/reopen`, { body, as: userId ? { userId } : {} })).data.reopened;
+    return (await this.call<Schemas["Reopened"]>("POST", `/v1/memories/${encodeURIComponent(id)}/reopen`, { body, as: userId !== undefined ? { userId } : {}, idempotent: true })).data.reopened;
   }
 
   async revisions(id: string, as: As = {}): Promise<Revision[]> {
@@ -238,8 +284,11 @@ export class EngramClient {
 
   /** The item, or null when nothing is stored there. */
   async get(namespace: string[], key: string, opts: { refreshTtl?: boolean } & As = {}): Promise<Item | null> {
-    const { status, data } = await this.call<Item>("GET", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, refresh_ttl: opts.refreshTtl }, as: opts, accept: [404] });
-    return status === 404 ? null : data;
+    const { status, data } = await this.call<Item & Problem>("GET", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, refresh_ttl: opts.refreshTtl }, as: opts, accept: [404] });
+    if (status !== 404) return data;
+    // nothing stored there (P0002); any other 404 (a wrong base URL) is an error
+    if (data?.sqlstate === "P0002") return null;
+    throw new EngramError(404, (data ?? {}) as unknown as Record<string, unknown>);
   }
 
   async delete(namespace: string[], key: string, opts: { hard?: boolean } & As = {}): Promise<boolean> {
@@ -254,7 +303,7 @@ export class EngramClient {
   // context and entities
 
   async context(input: ContextInput = {}, as: As = {}): Promise<Record<string, unknown>> {
-    return (await this.call<Record<string, unknown>>("POST", "/v1/context", { body: input, as })).data;
+    return (await this.call<Record<string, unknown>>("POST", "/v1/context", { body: input, as, idempotent: true })).data;
   }
 
   async entities(opts: { prefix?: string; limit?: number } & As = {}): Promise<Entity[]> {
@@ -263,11 +312,11 @@ export class EngramClient {
 
   /** An entity's page: what holds now, what replaced what, related entities. */
   async about(name: string, opts: { limit?: number } & As = {}): Promise<Record<string, unknown>> {
-    return (await this.call<Record<string, unknown>>("GET", `/v1/entities/${encodeURIComponent(name)}`, { query: { limit: opts.limit }, as: opts })).data;
+    return (await this.call<Record<string, unknown>>("GET", `/v1/entities/${segment(name, "entity name")}`, { query: { limit: opts.limit }, as: opts })).data;
   }
 
   async embed(texts: string[], as: As = {}): Promise<Embedded> {
-    return (await this.call<Embedded>("POST", "/v1/embed", { body: { texts }, as })).data;
+    return (await this.call<Embedded>("POST", "/v1/embed", { body: { texts }, as, idempotent: true })).data;
   }
 
   // tokens and users (platform tokens)
@@ -282,6 +331,6 @@ export class EngramClient {
   }
 
   async eraseUser(userId: string): Promise<Erased> {
-    return (await this.call<Erased>("DELETE", `/v1/users/${encodeURIComponent(userId)}/memories`)).data;
+    return (await this.call<Erased>("DELETE", `/v1/users/${segment(checkedUser(userId) ?? "", "userId")}/memories`)).data;
   }
 }

@@ -10,7 +10,11 @@ export interface EngramToolsOptions {
 }
 
 export function engramTools(client: EngramClient, options: EngramToolsOptions = {}) {
-  const as = options.userId ? { userId: options.userId } : {};
+  if (options.userId !== undefined && (!options.userId.trim() || options.userId !== options.userId.trim())) {
+    // an empty id would quietly act for the token's own owner, shared by every such caller
+    throw new TypeError(`engramTools: userId ${JSON.stringify(options.userId)} must be a non-empty string without surrounding spaces`);
+  }
+  const as = options.userId !== undefined ? { userId: options.userId } : {};
   return {
     remember: tool({
       description: "Remember a durable fact, event or preference about the user for later conversations. One fact per call, in plain language.",

@@ -26,6 +26,9 @@ from ._requests import Id, Namespace, Request, Seconds
 T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({502, 503, 504})
+# SQLSTATEs of a 503 whose transaction was rolled back: nothing was written,
+# so even a call that is not idempotent may be sent again
+ROLLED_BACK = frozenset({"57014", "55P03", "40001", "40P01", "25006"})
 
 
 def _retry_after(response: httpx.Response | None) -> float | None:
@@ -54,7 +57,7 @@ class _Policy:
         self.headers = {"Accept": "application/json", "User-Agent": "pg-engram-python"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
-        self.user_id = user_id
+        self.user_id = rq.user_id_checked(user_id)
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -66,6 +69,21 @@ class _Policy:
             params = [*params, ("user_id", self.user_id)]
         return httpx.QueryParams(tuple(params))
 
+    def acting(self, options: rq.RememberOptions) -> rq.RememberOptions:
+        """The options with the user the call acts for written in, so that a
+        Conflict remembers whose it is."""
+        if options.get("user_id") is None and self.user_id is not None:
+            return {**options, "user_id": self.user_id}
+        return options
+
+    def own(self, conflict: Conflict) -> Conflict:
+        """The conflict, when it is this client's user's to resolve."""
+        mine = self.user_id
+        if conflict.user_id != mine and not (conflict.user_id is not None and mine is None):
+            raise ValueError(f"this conflict is {conflict.user_id or 'the token owner'}'s; resolve it with a client "
+                             f"acting for that user, not for {mine or 'the token owner'}")
+        return conflict
+
     def delay(self, attempt: int, response: httpx.Response | None) -> float | None:
         """Seconds to wait before attempt `attempt + 1`, or None: give up."""
         if attempt >= self.max_retries:
@@ -75,10 +93,15 @@ class _Policy:
         return min(wait, self.max_wait)
 
     def retryable(self, req: Request[Any], response: httpx.Response | None, error: Exception | None) -> bool:
+        """Whether to send `req` again. An idempotent call goes again after
+        any 502/503/504 or a broken connection; one that is not (remember,
+        update, flag, minting a token) only when it surely was not applied:
+        the connection was never made, or engram's 503 names a rolled-back
+        transaction."""
         if response is not None:
-            return response.status_code in RETRY_STATUSES
-        # no answer: a request that may have been applied is sent again only
-        # when applying it twice is the same as once
+            if response.status_code not in RETRY_STATUSES:
+                return False
+            return req.idempotent or (response.status_code == 503 and _rolled_back(response))
         return isinstance(error, httpx.ConnectError) or (req.idempotent and isinstance(error, httpx.TransportError))
 
     @staticmethod
@@ -93,6 +116,14 @@ class _Policy:
         if 200 <= status < 300 or status in req.accept:
             return req.parse(status, body)
         raise error_from(status, body)
+
+
+def _rolled_back(response: httpx.Response) -> bool:
+    try:
+        sqlstate = str(response.json().get("sqlstate") or "")
+    except (ValueError, AttributeError):
+        return False
+    return sqlstate in ROLLED_BACK or sqlstate.startswith("53")
 
 
 def _gave_up(error: Exception) -> EngramError:
@@ -155,11 +186,11 @@ class Client:
     def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
         """Store a memory. A conflict with stored memories writes nothing and
         returns the `Conflict`: pass it to `resolve`."""
-        return self._send(rq.remember(content, options))
+        return self._send(rq.remember(content, self._policy.acting(options)))
 
     def resolve(self, conflict: Conflict, *, supersede: Sequence[Id] | None = None, force: bool = False) -> Remembered:
         """Store a conflicting memory: replacing exactly the `supersede` ids, or alongside them (`force`)."""
-        return self._send(rq.resolve(conflict, supersede, force))
+        return self._send(rq.resolve(self._policy.own(conflict), supersede, force))
 
     def search(self, query: str, **options: Unpack[rq.SearchOptions]) -> SearchResults:
         return self._send(rq.search(query, options))
@@ -288,11 +319,11 @@ class AsyncClient:
             return p.read(req, response)
 
     async def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
-        return await self._send(rq.remember(content, options))
+        return await self._send(rq.remember(content, self._policy.acting(options)))
 
     async def resolve(self, conflict: Conflict, *, supersede: Sequence[Id] | None = None,
                       force: bool = False) -> Remembered:
-        return await self._send(rq.resolve(conflict, supersede, force))
+        return await self._send(rq.resolve(self._policy.own(conflict), supersede, force))
 
     async def search(self, query: str, **options: Unpack[rq.SearchOptions]) -> SearchResults:
         return await self._send(rq.search(query, options))

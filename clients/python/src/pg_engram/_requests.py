@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Generic, Literal, TypedDict, TypeVar, Union
 from urllib.parse import quote
 
+from ._errors import error_from
 from ._models import (Conflict, ConflictingMemory, Embeddings, Entity, Erased, Item, Memory, MemoryPage,
                       PutResult, Remembered, Revision, SearchResults, Token, Updated, parse_time)
 
@@ -164,7 +165,9 @@ def _query(options: Mapping[str, Any]) -> list[tuple[str, str]]:
     for k, v in options.items():
         if v is None:
             continue
-        if k in ("namespace_prefix", "prefix", "suffix", "namespace"):
+        if k == "user_id":
+            params.append((k, str(user_id_checked(v))))
+        elif k in ("namespace_prefix", "prefix", "suffix", "namespace"):
             params.append((k, _dotted(v, k)))
         elif k == "filter":
             params.append((k, json.dumps(_value(v))))
@@ -177,12 +180,28 @@ def _query(options: Mapping[str, Any]) -> list[tuple[str, str]]:
     return params
 
 
+def user_id_checked(user_id: str | None) -> str | None:
+    """A user id as given: not empty, no surrounding spaces (the server
+    would trim them, and " bob" would act as bob)."""
+    if user_id is not None and (not isinstance(user_id, str) or not user_id.strip() or user_id != user_id.strip()):
+        raise ValueError(f"user_id {user_id!r} must be a non-empty string without surrounding spaces")
+    return user_id
+
+
 def _user(user_id: str | None) -> list[tuple[str, str]]:
-    return [] if user_id is None else [("user_id", user_id)]
+    return [] if user_id_checked(user_id) is None else [("user_id", str(user_id))]
 
 
 def _id(memory_id: Id) -> str:
     return quote(str(uuid.UUID(str(memory_id))), safe="")
+
+
+def _segment(name: str, what: str) -> str:
+    """A name as one path segment: "." and ".." would be read as the path's
+    own dots and name another route."""
+    if name in (".", "..") or not name:
+        raise ValueError(f"{what} {name!r} cannot be used: it is empty or a path's dot segment")
+    return quote(name, safe="")
 
 
 # ---- the calls -------------------------------------------------------------
@@ -193,6 +212,9 @@ def remember(content: str, options: RememberOptions) -> Request[Remembered | Con
 
     def parse(status: int, d: Any) -> Remembered | Conflict:
         if status == 409:
+            if not (isinstance(d, dict) and d.get("conflicts")):
+                # a 409 of another kind (a superseded memory that is archived, say)
+                raise error_from(status, d)
             return Conflict(content=content, conflicts=[ConflictingMemory.from_json(c) for c in d.get("conflicts") or []],
                             detail=d.get("detail", ""), hint=d.get("hint"), request=body, user_id=user_id)
         return Remembered(id=uuid.UUID(d["id"]), status=d["status"])
@@ -218,7 +240,7 @@ def resolve(conflict: Conflict, supersede: Sequence[Id] | None, force: bool) -> 
 
 def search(query: str, options: SearchOptions) -> Request[SearchResults]:
     body = _body(options, query=query)
-    if "namespace_prefix" in options:
+    if options.get("namespace_prefix") is not None:
         body["namespace_prefix"] = labels(options["namespace_prefix"], "namespace_prefix")
     return Request("POST", "/v1/search", lambda _, d: SearchResults.from_json(d), _user(options.get("user_id")), body,
                    idempotent=True)
@@ -272,8 +294,14 @@ def put(namespace: Namespace, key: str, options: PutOptions) -> Request[PutResul
 
 def get(namespace: Namespace, key: str, refresh_ttl: bool, user_id: str | None) -> Request[Item | None]:
     params = _query({"namespace": namespace, "key": key, "refresh_ttl": refresh_ttl or None, "user_id": user_id})
-    return Request("GET", "/v1/items", lambda s, d: None if s == 404 else Item.from_json(d), params,
-                   accept=frozenset({404}), idempotent=True)
+    def parse(status: int, d: Any) -> Item | None:
+        if status == 404:
+            if isinstance(d, dict) and d.get("sqlstate") == "P0002":
+                return None  # nothing stored there; any other 404 is an error
+            raise error_from(status, d)
+        return Item.from_json(d)
+
+    return Request("GET", "/v1/items", parse, params, accept=frozenset({404}), idempotent=True)
 
 
 def delete(namespace: Namespace, key: str, hard: bool, user_id: str | None) -> Request[bool]:
@@ -300,7 +328,7 @@ def entities(prefix: str | None, limit: int | None, user_id: str | None) -> Requ
 
 
 def about(name: str, limit: int | None, user_id: str | None) -> Request[dict[str, Any]]:
-    return Request("GET", f"/v1/entities/{quote(name, safe='')}", lambda _, d: dict(d),
+    return Request("GET", f"/v1/entities/{_segment(name, 'entity name')}", lambda _, d: dict(d),
                    _query({"limit": limit, "user_id": user_id}), idempotent=True)
 
 
@@ -324,5 +352,5 @@ def revoke_token(token_id: Id) -> Request[None]:
 
 
 def erase_user(user_id: str) -> Request[Erased]:
-    return Request("DELETE", f"/v1/users/{quote(user_id, safe='')}/memories",
+    return Request("DELETE", f"/v1/users/{_segment(str(user_id_checked(user_id)), 'user_id')}/memories",
                    lambda _, d: Erased(d["memories"], d["misses"]), idempotent=True)

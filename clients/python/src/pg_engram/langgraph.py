@@ -84,7 +84,7 @@ class _Mapping:
 
     def search(self, op: SearchOp) -> SearchOptions:
         options: SearchOptions = {"namespace_prefix": op.namespace_prefix,
-                                  "limit": min(op.offset + op.limit, _SEARCH_MAX),
+                                  "limit": op.offset + op.limit,
                                   # every item that passes the filter is ranked, as a k-NN store does
                                   "min_similarity": -1.0, "refresh_ttl": op.refresh_ttl}
         if (user := self.owner(op.namespace_prefix, "search")) is not None:
@@ -163,12 +163,21 @@ def _path(c: MatchCondition) -> tuple[str, ...]:
     return (c.path,) if isinstance(c.path, str) else tuple(c.path)
 
 
-def _validated(ops: Iterable[Op]) -> list[Op]:
-    """Every op's namespace checked before the first runs: a batch with a bad
-    label changes nothing."""
+def _validated(ops: Iterable[Op], mapping: _Mapping) -> list[Op]:
+    """Every op checked before the first runs (its labels, the user it acts
+    for, what a search can return): a batch with a bad op changes nothing."""
     checked = list(ops)
     for op in checked:
         validate_op_namespace(op)
+        if isinstance(op, (GetOp, PutOp)):
+            mapping.owner(op.namespace, "namespace")
+        elif isinstance(op, SearchOp):
+            mapping.owner(op.namespace_prefix, "search")
+            if _query(op) is not None and op.offset + op.limit > _SEARCH_MAX:
+                raise ValueError(f"search with a query returns at most {_SEARCH_MAX} hits: offset + limit is "
+                                 f"{op.offset + op.limit}")
+        elif isinstance(op, ListNamespacesOp):
+            mapping.namespaces(op)
     return checked
 
 
@@ -204,7 +213,7 @@ class EngramStore(BaseStore):
         self.close()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return [self._run(op) for op in _validated(ops)]
+        return [self._run(op) for op in _validated(ops, self._map)]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
@@ -284,10 +293,10 @@ class AsyncEngramStore(BaseStore):
             raise asyncio.InvalidStateError(
                 "AsyncEngramStore's synchronous methods run from other threads than the event loop's, on the loop "
                 "it was created on; in async code await abatch, aget, aput, asearch ... (or use EngramStore)")
-        return asyncio.run_coroutine_threadsafe(self.abatch(_validated(ops)), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self.abatch(_validated(ops, self._map)), self._loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return [await self._run(op) for op in _validated(ops)]
+        return [await self._run(op) for op in _validated(ops, self._map)]
 
     async def _run(self, op: Op) -> Result:
         m, c = self._map, self.client

@@ -11,12 +11,17 @@
   is its own user). `agent_id` and `run_id` are kept in the memory's
   metadata and filter like Mem0's; without a `user_id` the memories belong
   to the token's own user.
+- The facade's memories carry the tag `mem0`; it reads, revises and
+  deletes those only (never a LangGraph item or another client's memory).
 - `add(..., infer=False)` stores every message except system ones as given.
   `add(..., infer=True)` (the default) stores each user message as a fact
-  and resolves conflicts with engram's rules: a new fact that conflicts
-  with one stored memory revises it in place (UPDATE, its history kept),
-  one that conflicts with several replaces them (ADD, and DELETE for each),
-  an identical one is NONE. No LLM is called unless you give one.
+  and resolves conflicts with engram's rules, within the call's scope (the
+  facade's memories with the same agent_id and run_id): a new fact that
+  conflicts with one of them revises it in place (UPDATE, its history
+  kept), one that conflicts with several replaces them (ADD, and DELETE
+  for each), an identical one is NONE; a conflict with anything outside
+  the scope is stored alongside it (ADD). No LLM is called unless you give
+  one.
 - Optional: `Memory(url, token, llm={"base_url", "model", "api_key"})`
   names an OpenAI-compatible chat endpoint that extracts the facts of a
   conversation (user and assistant turns) before they go through the same
@@ -36,7 +41,7 @@ import httpx
 
 from ._client import AsyncClient, Client
 from ._errors import NotFoundError
-from ._models import Conflict, Memory as EngramMemory, Remembered, Revision, SearchHit
+from ._models import Conflict, ConflictingMemory, Memory as EngramMemory, Remembered, Revision, SearchHit
 from ._requests import ListOptions, SearchOptions, UpdateOptions
 
 __all__ = ["Memory", "AsyncMemory"]
@@ -45,6 +50,9 @@ Messages = Union[str, Mapping[str, Any], Sequence[Mapping[str, Any]]]
 # the ids Mem0 scopes by: user_id is the engram user, the others live in metadata
 _SCOPES = ("agent_id", "run_id")
 _PROMOTED = ("agent_id", "run_id", "actor_id", "role")
+# the tag of the memories the facade stores: it reads, resolves and deletes
+# those only (never a LangGraph item or a memory another client stored)
+TAG = "mem0"
 _OPS = {"eq": "$eq", "ne": "$ne", "gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte", "in": "$in"}
 
 EXTRACT_PROMPT = (
@@ -92,6 +100,8 @@ def scope(user_id: Any = None, agent_id: Any = None, run_id: Any = None,
     rest: dict[str, Any] = {}
     for key, value in (filters or {}).items():
         if key in ids:
+            if not isinstance(value, (str, int)) or value == "*":
+                raise ValueError(f"filters: {key} must be one id (a string), not {value!r}")
             if ids[key] is not None and str(ids[key]) != str(value):
                 raise ValueError(f"{key} is given twice, as {ids[key]!r} and in filters as {value!r}")
             ids[key] = value
@@ -158,7 +168,7 @@ class _Plan:
 
     @staticmethod
     def search_options(user: str | None, condition: dict[str, Any], limit: int, threshold: float | None) -> SearchOptions:
-        options: SearchOptions = {"limit": limit}
+        options: SearchOptions = {"limit": limit, "tags": [TAG]}
         if user is not None:
             options["user_id"] = user
         if condition:
@@ -168,14 +178,36 @@ class _Plan:
         return options
 
     @staticmethod
-    def hits(hits: Sequence[SearchHit], threshold: float) -> list[dict[str, Any]]:
+    def mine(memory: EngramMemory, scope_ids: Mapping[str, Any]) -> bool:
+        """Whether a stored memory is this facade's, in the call's scope
+        (the same agent_id and run_id), so that a new fact may revise or
+        replace it."""
+        md = memory.metadata or {}
+        return (TAG in memory.tags and memory.key is None and memory.status == "active"
+                and all(md.get(k) == scope_ids.get(k) for k in _SCOPES))
+
+    @staticmethod
+    def settle(conflict: Conflict, fact: str, mine: list[ConflictingMemory]) -> tuple[str, list[str]]:
+        """How a conflicting fact is stored: "update" (revise the one memory
+        of the facade's own it conflicts with), "supersede" (replace several),
+        or "alongside" (it conflicts with nothing the facade may change)."""
+        if len(mine) == 1 and len(conflict.conflicts) == 1:
+            return "update", [str(mine[0].id)]
+        if mine:
+            return "supersede", [str(c.id) for c in mine]
+        return "alongside", []
+
+    @staticmethod
+    def hits(hits: Sequence[SearchHit], threshold: float | None) -> list[dict[str, Any]]:
         """Mem0's results: the hits at least `threshold` similar to the query
         (a hit found by its words alone has no similarity), best first."""
+        if threshold is None:
+            return [_item(h, h.similarity, True) for h in hits]
         return [_item(h, h.similarity, True) for h in hits if h.similarity is not None and h.similarity >= threshold]
 
     @staticmethod
     def list_options(user: str | None, condition: dict[str, Any], limit: int) -> ListOptions:
-        options: ListOptions = {"limit": min(max(limit, 1), 1000)}
+        options: ListOptions = {"limit": min(max(limit, 1), 1000), "tags": [TAG]}
         if user is not None:
             options["user_id"] = user
         if condition:
@@ -251,8 +283,8 @@ class Memory:
         results: list[dict[str, Any]] = []
         if not infer:
             for m in msgs:
-                r = self.client.remember(m["content"], metadata=_Plan.metadata(metadata, ids, m), force=True,
-                                         user_id=user)
+                r = self.client.remember(m["content"], metadata=_Plan.metadata(metadata, ids, m), tags=[TAG],
+                                         force=True, user_id=user)
                 assert isinstance(r, Remembered)
                 results.append({"id": str(r.id), "memory": m["content"], "event": "ADD" if r.created else "NONE",
                                 "actor_id": m.get("name"), "role": m["role"]})
@@ -270,23 +302,21 @@ class Memory:
         return [(f, {"role": "user"}) for f in extracted_facts(r.json())]
 
     def _store_fact(self, fact: str, metadata: dict[str, Any], user: str | None) -> list[dict[str, Any]]:
-        r = self.client.remember(fact, metadata=metadata, user_id=user)
+        r = self.client.remember(fact, metadata=metadata, tags=[TAG], user_id=user)
         if isinstance(r, Remembered):
             return [{"id": str(r.id), "memory": fact, "event": "ADD" if r.created else "NONE"}]
-        return self._resolve(r, fact, user)
-
-    def _resolve(self, conflict: Conflict, fact: str, user: str | None) -> list[dict[str, Any]]:
-        if len(conflict.conflicts) == 1:
-            old = conflict.conflicts[0]
-            self.client.update(old.id, content=fact, reason="a newer statement", user_id=user)
-            return [{"id": str(old.id), "memory": fact, "event": "UPDATE", "previous_memory": old.content}]
-        stored = self.client.resolve(conflict, supersede=conflict.ids)
+        mine = [c for c in r.conflicts if _Plan.mine(self.client.recall(c.id, user_id=user), metadata)]
+        how, ids = _Plan.settle(r, fact, mine)
+        if how == "update":
+            self.client.update(ids[0], content=fact, reason="a newer statement", user_id=user)
+            return [{"id": ids[0], "memory": fact, "event": "UPDATE", "previous_memory": mine[0].content}]
+        stored = self.client.resolve(r, supersede=ids or None, force=len(mine) < len(r.conflicts))
         return [{"id": str(stored.id), "memory": fact, "event": "ADD"}] + [
-            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in conflict.conflicts]
+            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in mine]
 
     def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
-               top_k: int | None = None, threshold: float = 0.1) -> dict[str, Any]:
+               top_k: int | None = None, threshold: float | None = 0.1) -> dict[str, Any]:
         user, condition = scope(user_id, agent_id, run_id, filters)
         hits = self.client.search(query, **_Plan.search_options(user, condition, limit or top_k or 20, threshold))
         return {"results": _Plan.hits(hits, threshold)}
@@ -296,7 +326,7 @@ class Memory:
             m = self.client.recall(memory_id, user_id=user_id)
         except (NotFoundError, ValueError):
             return None
-        return _item(m, None, True) if m.status == "active" else None
+        return _item(m, None, True) if m.status == "active" and TAG in m.tags else None
 
     def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                 filters: Mapping[str, Any] | None = None, limit: int | None = None,
@@ -361,8 +391,8 @@ class AsyncMemory:
         results: list[dict[str, Any]] = []
         if not infer:
             for m in msgs:
-                r = await self.client.remember(m["content"], metadata=_Plan.metadata(metadata, ids, m), force=True,
-                                               user_id=user)
+                r = await self.client.remember(m["content"], metadata=_Plan.metadata(metadata, ids, m),
+                                               tags=[TAG], force=True, user_id=user)
                 assert isinstance(r, Remembered)
                 results.append({"id": str(r.id), "memory": m["content"], "event": "ADD" if r.created else "NONE",
                                 "actor_id": m.get("name"), "role": m["role"]})
@@ -381,20 +411,21 @@ class AsyncMemory:
         return [(f, {"role": "user"}) for f in extracted_facts(r.json())]
 
     async def _store_fact(self, fact: str, metadata: dict[str, Any], user: str | None) -> list[dict[str, Any]]:
-        r = await self.client.remember(fact, metadata=metadata, user_id=user)
+        r = await self.client.remember(fact, metadata=metadata, tags=[TAG], user_id=user)
         if isinstance(r, Remembered):
             return [{"id": str(r.id), "memory": fact, "event": "ADD" if r.created else "NONE"}]
-        if len(r.conflicts) == 1:
-            old = r.conflicts[0]
-            await self.client.update(old.id, content=fact, reason="a newer statement", user_id=user)
-            return [{"id": str(old.id), "memory": fact, "event": "UPDATE", "previous_memory": old.content}]
-        stored = await self.client.resolve(r, supersede=r.ids)
+        mine = [c for c in r.conflicts if _Plan.mine(await self.client.recall(c.id, user_id=user), metadata)]
+        how, ids = _Plan.settle(r, fact, mine)
+        if how == "update":
+            await self.client.update(ids[0], content=fact, reason="a newer statement", user_id=user)
+            return [{"id": ids[0], "memory": fact, "event": "UPDATE", "previous_memory": mine[0].content}]
+        stored = await self.client.resolve(r, supersede=ids or None, force=len(mine) < len(r.conflicts))
         return [{"id": str(stored.id), "memory": fact, "event": "ADD"}] + [
-            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in r.conflicts]
+            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in mine]
 
     async def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                      run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
-                     top_k: int | None = None, threshold: float = 0.1) -> dict[str, Any]:
+                     top_k: int | None = None, threshold: float | None = 0.1) -> dict[str, Any]:
         user, condition = scope(user_id, agent_id, run_id, filters)
         hits = await self.client.search(query, **_Plan.search_options(user, condition, limit or top_k or 20,
                                                                       threshold))
@@ -405,7 +436,7 @@ class AsyncMemory:
             m = await self.client.recall(memory_id, user_id=user_id)
         except (NotFoundError, ValueError):
             return None
-        return _item(m, None, True) if m.status == "active" else None
+        return _item(m, None, True) if m.status == "active" and TAG in m.tags else None
 
     async def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                       filters: Mapping[str, Any] | None = None, limit: int | None = None,

@@ -78,3 +78,26 @@ test("the AI SDK tools remember, search and tell about an entity", async () => {
   const other = await engramTools(platform, { userId: someone() }).search.execute!({ query: "who leads billing?" }, options);
   assert.deepEqual(other, []);
 });
+
+test("what is refused before anything is sent, and a conflict's user", async () => {
+  assert.throws(() => platform.asUser(" bob"), TypeError);
+  assert.throws(() => engramTools(platform, { userId: "" }), TypeError);
+  await assert.rejects(platform.about(".."), TypeError);
+  await assert.rejects(platform.eraseUser("."), TypeError);
+  // a 404 that is not "nothing stored there" is an error, not null
+  const wrongBase = new EngramClient({ url: url + "/nowhere", token: process.env.ENGRAM_TOKEN! });
+  await assert.rejects(wrongBase.get(["a"], "k"), (e: unknown) => e instanceof EngramError && e.status === 404);
+  // a conflict found for a bound user is resolved for that user
+  const name = someone();
+  const bound = platform.asUser(name);
+  await bound.remember({ content: "Eve's desk is on floor 3" });
+  const conflict = await bound.remember({ content: "Eve's desk is on floor 5" });
+  assert.ok(isConflict(conflict) && conflict.userId === name);
+  await platform.resolve(conflict, { force: true });
+  assert.equal((await bound.listPage()).memories.length, 2);
+  assert.equal((await platform.listPage()).memories.length, 0);
+  // a 409 that is not a conflict throws
+  const first = (await bound.listPage()).memories[0]!;
+  await bound.forget(first.id);
+  await assert.rejects(bound.remember({ content: "Eve's desk is on floor 7", supersedes: [first.id] }), (e: unknown) => e instanceof EngramError && e.status === 409);
+});
