@@ -7,7 +7,8 @@ keeps every user's memories apart in SQL.
 
 The user comes from your authentication, never from what the caller
 claims: `current_user` below stands for it (here a table of session
-tokens; in an app, your session or JWT check).
+tokens, empty until you fill it: every request is 401 until then; in an
+app, your session or JWT check).
 """
 
 import os
@@ -23,8 +24,8 @@ from pg_engram import AsyncClient, Conflict
 SESSIONS: dict[str, str] = {}
 
 
-def current_user(authorization: str = Header()) -> str:
-    user = SESSIONS.get(authorization.removeprefix("Bearer ").strip())
+def current_user(authorization: str | None = Header(default=None)) -> str:
+    user = SESSIONS.get((authorization or "").removeprefix("Bearer ").strip())
     if user is None:
         raise HTTPException(status_code=401, detail="sign in first")
     return user

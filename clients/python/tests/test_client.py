@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import HOST, MODEL, PG_BIN, PORT, new_database, psql, serving
+from conftest import HOST, MODEL, PG_BIN, PORT, mint, new_database, psql, serving
 
 from pg_engram import (AsyncClient, BadRequestError, Client, Conflict, ConflictError, Entity, Memory, NotFoundError,
                        PermissionDeniedError, Remembered, SearchHit, UnavailableError)
@@ -197,12 +197,24 @@ def test_a_conflict_belongs_to_the_user_it_was_found_for(engram):
         assert isinstance(bound.remember("Eve's desk is on floor 3"), Remembered)
         conflict = bound.remember("Eve's desk is on floor 5")
         assert isinstance(conflict, Conflict) and conflict.user_id == user
-        # the platform's own client would store it under the token's owner: refused
-        with pytest.raises(ValueError, match=user):
-            platform.as_user("someone-else").resolve(conflict, force=True)
-        stored = platform.resolve(conflict, force=True)   # acting for the conflict's user
+        # resolved by any client of the token, it is stored for the user it was found for
+        stored = platform.as_user("someone-else").resolve(conflict, force=True)
         assert stored.id in [m.id for m in bound.list()]
-        assert list(platform.list()) == []
+        assert list(platform.list()) == [] and list(platform.as_user("someone-else").list()) == []
+        # one found for the token's own owner is that token's, acting for nobody else
+        own = platform.remember("The platform's backup runs at 2:00")
+        assert isinstance(own, Remembered)
+        mine = platform.remember("The platform's backup runs at 3:00")
+        assert isinstance(mine, Conflict) and mine.user_id is None
+        with pytest.raises(ValueError, match="token"):
+            bound.resolve(mine, force=True)
+        with Client(engram["url"], mint(engram, user)) as users_own:
+            with pytest.raises(ValueError, match="token"):
+                users_own.resolve(mine, force=True)
+        replaced = platform.resolve(mine, supersede=mine.ids)
+        assert replaced.created
+        for memory_id in (own.id, replaced.id):   # the token owner's memories: gone for the other tests
+            platform.forget(memory_id, hard=True)
 
 
 def test_a_409_that_is_not_a_conflict_is_an_error(engram, user):

@@ -62,3 +62,4 @@ def test_the_fastapi_backend_serves_many_users_through_one_token(engram: dict[st
         assert http.get("/notes", params={"q": "gate code"}, headers=as_ben).json() == ["My gate code is 9090"]
         # no session, or one the app does not know: nothing is read
         assert http.get("/notes", params={"q": "gate code"}, headers={"authorization": "Bearer forged"}).status_code == 401
+        assert http.get("/notes", params={"q": "gate code"}).status_code == 401

@@ -31,7 +31,8 @@ Changed:
   its words (engram's hybrid search), so the test checks it is not found by
   meaning alone.
 - test_namespace_labels_with_trailing_newline: engram refuses a label with a
-  control character (SQLSTATE 22023); the test checks the refusal.
+  control character (the store before sending, the server with 22023); the
+  test checks both refusals.
 """
 # type: ignore
 from __future__ import annotations
@@ -40,6 +41,7 @@ import time
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 from conftest import backdate_update, expire_now, row_exists, stored_expires_at
 from langgraph.store.base import (
@@ -52,7 +54,6 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from pg_engram import BadRequestError
 from pg_engram.langgraph import EngramStore
 
 TTL_SECONDS = 6
@@ -853,12 +854,15 @@ def test_non_ascii(engram, user) -> None:
 
 def test_namespace_labels_with_trailing_newline(store) -> None:
     """engram refuses a label with a control character (a newline among
-    them), as it refuses '.', so it cannot match a differently-named label;
-    the refusal stores nothing."""
+    them), as it refuses '.', so it cannot match a differently-named label:
+    the store before sending anything, and the server too (22023)."""
     store.put(("users", "alice"), "k", {"v": 1})
-    with pytest.raises(BadRequestError) as refused:
+    with pytest.raises(ValueError, match="control"):
         store.put(("users", "alice\n"), "k", {"v": 2})
-    assert refused.value.sqlstate == "22023"
+    engram, _ = store.test_owner
+    sent = httpx.put(engram["url"] + "/v1/items", headers=store.client._policy.headers,
+                     json={"namespace": ["users", "alice\n"], "key": "k", "value": {"v": 2}})
+    assert sent.status_code == 400 and sent.json()["sqlstate"] == "22023"
 
     assert set(store.list_namespaces(suffix=["alice"], limit=100)) == {
         ("users", "alice"),

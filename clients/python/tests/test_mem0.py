@@ -139,4 +139,13 @@ def test_the_facade_changes_only_its_own_memories_in_the_calls_scope(engram):
         m.delete_all(user_id=alice)
         assert store.get(("prefs", alice), "diet") is not None
         with Client(engram["url"], engram["platform"], user_id=alice) as c:
+            other = next(c.list(namespace_prefix=("prefs",)))   # the LangGraph item
+        for call in (lambda: m.update(str(other.id), "changed", user_id=alice),
+                     lambda: m.delete(str(other.id), user_id=alice)):
+            with pytest.raises(ValueError, match="not found"):
+                call()
+        assert m.get(str(other.id), user_id=alice) is None and m.history(str(other.id), user_id=alice) == []
+        with pytest.raises(ValueError):
+            m.get(str(other.id), user_id=" " + alice)
+        with Client(engram["url"], engram["platform"], user_id=alice) as c:
             assert "The user drinks oat milk" in [h.content for h in c.search("oat milk")]

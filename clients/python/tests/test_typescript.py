@@ -23,6 +23,7 @@ NODE = Path(os.environ.get("ENGRAM_CONFORMANCE_DIR", ROOT / ".engram" / "conform
 
 
 def node(*args: str, cwd: Path = TS, env: dict[str, str] | None = None) -> str:
+    assert NODE.exists(), f"{NODE} is missing: scripts/test installs Node 22 there (with the MCP conformance suite)"
     r = subprocess.run([str(NODE), *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, (args, r.stdout[-4000:], r.stderr[-4000:])

@@ -46,6 +46,10 @@ export interface Conflict {
 
 export type Remembered = Schemas["Remembered"] | Conflict;
 
+// The token each conflict was found with: resolving it with another token
+// (and no user named) would store it for that token's owner.
+const FOUND_BY = new WeakMap<Conflict, string | undefined>();
+
 /** Whether `remember` found a conflict (and wrote nothing). */
 export function isConflict(r: Remembered): r is Conflict {
   return r.status === "conflict" && "conflicts" in r;
@@ -102,8 +106,10 @@ const IDEMPOTENT = new Set(["GET", "PUT", "DELETE"]);
 
 /** A user id as given: not empty, no surrounding spaces (the server would
  * trim them, and " bob" would act as bob). */
+const PADDED = /^[\s\u0085]|[\s\u0085]$/u; // the server trims Unicode White_Space, NEL among it
+
 function checkedUser(userId: string | undefined): string | undefined {
-  if (userId !== undefined && (typeof userId !== "string" || !userId.trim() || userId !== userId.trim())) {
+  if (userId !== undefined && (typeof userId !== "string" || !userId.trim() || PADDED.test(userId))) {
     throw new TypeError(`userId ${JSON.stringify(userId)} must be a non-empty string without surrounding spaces`);
   }
   return userId;
@@ -126,7 +132,9 @@ function parsed(text: string): unknown {
 
 function labels(namespace: readonly string[], what: string): string {
   for (const label of namespace) {
-    if (!label || label.includes(".")) throw new TypeError(`${what} label ${JSON.stringify(label)} must be non-empty and hold no dot`);
+    if (!label || label.includes(".") || /\p{Cc}/u.test(label)) {
+      throw new TypeError(`${what} label ${JSON.stringify(label)} must be non-empty and hold no dot or control character`);
+    }
   }
   return namespace.join(".");
 }
@@ -159,7 +167,7 @@ export class EngramClient {
     return checkedUser(as.userId) ?? this.userId;
   }
 
-  private async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown; as?: As; accept?: number[]; idempotent?: boolean } = {}): Promise<{ status: number; data: T }> {
+  private async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown; as?: As; accept?: number[]; idempotent?: boolean; onGone?: T } = {}): Promise<{ status: number; data: T }> {
     const url = new URL(this.url + path);
     const query: Query = { ...opts.query, user_id: this.acting(opts.as) };
     const idempotent = opts.idempotent ?? IDEMPOTENT.has(method);
@@ -196,6 +204,8 @@ export class EngramClient {
           continue;
         }
       }
+      // a retry that finds nothing there: the earlier attempt did it, its answer was lost
+      if (attempt > 0 && response.status === 404 && opts.onGone !== undefined) return { status: 200, data: opts.onGone };
       if (response.ok || opts.accept?.includes(response.status)) return { status: response.status, data: data as T };
       throw new EngramError(response.status, data ?? {});
     }
@@ -211,7 +221,7 @@ export class EngramClient {
     // a 409 of another kind (a superseded memory that is archived, say)
     if (!conflicts.length) throw new EngramError(409, data);
     const userId = this.acting(as);
-    return {
+    const conflict: Conflict = {
       status: "conflict",
       conflicts,
       detail: String(data.detail ?? ""),
@@ -219,13 +229,15 @@ export class EngramClient {
       input,
       ...(userId !== undefined ? { userId } : {}),
     };
+    FOUND_BY.set(conflict, this.token);
+    return conflict;
   }
 
   /** Store a conflicting memory: replacing exactly `supersede`, or alongside (`force`). */
   async resolve(conflict: Conflict, how: { supersede?: string[]; force?: boolean }): Promise<Schemas["Remembered"]> {
     if (!how.supersede?.length && !how.force) throw new TypeError("resolve: name the memories it replaces (supersede) or store it alongside them (force: true)");
-    if (conflict.userId === undefined && this.userId !== undefined) {
-      throw new TypeError(`this conflict is the token owner's; resolve it with a client acting for that user, not for ${this.userId}`);
+    if (conflict.userId === undefined && (this.userId !== undefined || (FOUND_BY.has(conflict) && FOUND_BY.get(conflict) !== this.token))) {
+      throw new TypeError("this conflict is the token owner's: resolve it with the client (token) that found it, acting for no other user");
     }
     const body: RememberInput = { ...conflict.input, ...(how.supersede?.length ? { supersedes: how.supersede } : {}), ...(how.force ? { force: true } : {}) };
     const { data } = await this.call<Schemas["Remembered"]>("POST", "/v1/memories", { body, as: conflict.userId !== undefined ? { userId: conflict.userId } : {} });
@@ -263,7 +275,7 @@ export class EngramClient {
 
   async forget(id: string, opts: { hard?: boolean; reason?: string } & As = {}): Promise<boolean> {
     const { userId, ...query } = opts;
-    return (await this.call<Schemas["Forgotten"]>("DELETE", `/v1/memories/${encodeURIComponent(id)}`, { query, as: userId !== undefined ? { userId } : {} })).data.forgotten;
+    return (await this.call<Schemas["Forgotten"]>("DELETE", `/v1/memories/${encodeURIComponent(id)}`, { query, as: userId !== undefined ? { userId } : {}, onGone: { id, forgotten: true } })).data.forgotten;
   }
 
   async reopen(id: string, opts: { reason?: string } & As = {}): Promise<boolean> {
@@ -292,7 +304,7 @@ export class EngramClient {
   }
 
   async delete(namespace: string[], key: string, opts: { hard?: boolean } & As = {}): Promise<boolean> {
-    return (await this.call<Schemas["Deleted"]>("DELETE", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, hard: opts.hard }, as: opts })).data.deleted;
+    return (await this.call<Schemas["Deleted"]>("DELETE", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, hard: opts.hard }, as: opts, onGone: { deleted: true } })).data.deleted;
   }
 
   async namespaces(opts: { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } & As = {}): Promise<string[][]> {
@@ -322,12 +334,12 @@ export class EngramClient {
   // tokens and users (platform tokens)
 
   async createToken(userId: string, opts: { label: string; expiresIn?: number }): Promise<Minted> {
-    const body: Schemas["TokenBody"] = { user_id: userId, label: opts.label, ...(opts.expiresIn !== undefined ? { expires_in: opts.expiresIn } : {}) };
+    const body: Schemas["TokenBody"] = { user_id: checkedUser(userId) ?? "", label: opts.label, ...(opts.expiresIn !== undefined ? { expires_in: opts.expiresIn } : {}) };
     return (await this.call<Minted>("POST", "/v1/tokens", { body })).data;
   }
 
   async revokeToken(id: string): Promise<void> {
-    await this.call<null>("DELETE", `/v1/tokens/${encodeURIComponent(id)}`);
+    await this.call<null>("DELETE", `/v1/tokens/${encodeURIComponent(id)}`, { onGone: null });
   }
 
   async eraseUser(userId: string): Promise<Erased> {

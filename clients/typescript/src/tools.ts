@@ -10,7 +10,7 @@ export interface EngramToolsOptions {
 }
 
 export function engramTools(client: EngramClient, options: EngramToolsOptions = {}) {
-  if (options.userId !== undefined && (!options.userId.trim() || options.userId !== options.userId.trim())) {
+  if (options.userId !== undefined && (!options.userId.trim() || /^[\s\u0085]|[\s\u0085]$/u.test(options.userId))) {
     // an empty id would quietly act for the token's own owner, shared by every such caller
     throw new TypeError(`engramTools: userId ${JSON.stringify(options.userId)} must be a non-empty string without surrounding spaces`);
   }

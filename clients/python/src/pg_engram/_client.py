@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
+import hashlib
 import random
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -57,6 +59,7 @@ class _Policy:
         self.headers = {"Accept": "application/json", "User-Agent": "pg-engram-python"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        self.identity = hashlib.sha256((token or "").encode()).hexdigest()[:16]
         self.user_id = rq.user_id_checked(user_id)
         self.timeout = timeout
         self.max_retries = max_retries
@@ -76,12 +79,18 @@ class _Policy:
             return {**options, "user_id": self.user_id}
         return options
 
+    def found(self, result: Remembered | Conflict) -> Remembered | Conflict:
+        """A conflict marked with the token that found it."""
+        return dataclasses.replace(result, found_by=self.identity) if isinstance(result, Conflict) else result
+
     def own(self, conflict: Conflict) -> Conflict:
-        """The conflict, when it is this client's user's to resolve."""
-        mine = self.user_id
-        if conflict.user_id != mine and not (conflict.user_id is not None and mine is None):
-            raise ValueError(f"this conflict is {conflict.user_id or 'the token owner'}'s; resolve it with a client "
-                             f"acting for that user, not for {mine or 'the token owner'}")
+        """The conflict, when resolving it here stores it for the user it was
+        found for. One found for a named user is resent naming that user; one
+        found for the token's owner needs that token, and no other user."""
+        if conflict.user_id is None and (self.user_id is not None or
+                                         (conflict.found_by is not None and conflict.found_by != self.identity)):
+            raise ValueError("this conflict is the token owner's: resolve it with the client (token) that found it, "
+                             "acting for no other user")
         return conflict
 
     def delay(self, attempt: int, response: httpx.Response | None) -> float | None:
@@ -105,8 +114,10 @@ class _Policy:
         return isinstance(error, httpx.ConnectError) or (req.idempotent and isinstance(error, httpx.TransportError))
 
     @staticmethod
-    def read(req: Request[T], response: httpx.Response) -> T:
+    def read(req: Request[T], response: httpx.Response, retried: bool = False) -> T:
         status = response.status_code
+        if retried and status == 404 and req.on_gone is not None:
+            return req.on_gone()  # an earlier attempt did it and its answer was lost
         body: Any = None
         if response.content:
             try:
@@ -150,7 +161,7 @@ class Client:
         p = self._policy
         other = Client.__new__(Client)
         other._policy = _Policy(p.url, None, user_id, p.timeout, p.max_retries, p.backoff, p.max_wait)
-        other._policy.headers = p.headers
+        other._policy.headers, other._policy.identity = p.headers, p.identity
         other._http, other._owns_http = self._http, False
         return other
 
@@ -180,13 +191,13 @@ class Client:
                 continue
             if response is None:
                 raise _gave_up(error or RuntimeError("no response"))
-            return p.read(req, response)
+            return p.read(req, response, attempt > 0)
 
     # memories
     def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
         """Store a memory. A conflict with stored memories writes nothing and
         returns the `Conflict`: pass it to `resolve`."""
-        return self._send(rq.remember(content, self._policy.acting(options)))
+        return self._policy.found(self._send(rq.remember(content, self._policy.acting(options))))
 
     def resolve(self, conflict: Conflict, *, supersede: Sequence[Id] | None = None, force: bool = False) -> Remembered:
         """Store a conflicting memory: replacing exactly the `supersede` ids, or alongside them (`force`)."""
@@ -284,7 +295,7 @@ class AsyncClient:
         p = self._policy
         other = AsyncClient.__new__(AsyncClient)
         other._policy = _Policy(p.url, None, user_id, p.timeout, p.max_retries, p.backoff, p.max_wait)
-        other._policy.headers = p.headers
+        other._policy.headers, other._policy.identity = p.headers, p.identity
         other._http, other._owns_http = self._http, False
         other._turns = self._turns
         return other
@@ -316,10 +327,10 @@ class AsyncClient:
                 continue
             if response is None:
                 raise _gave_up(error or RuntimeError("no response"))
-            return p.read(req, response)
+            return p.read(req, response, attempt > 0)
 
     async def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
-        return await self._send(rq.remember(content, self._policy.acting(options)))
+        return self._policy.found(await self._send(rq.remember(content, self._policy.acting(options))))
 
     async def resolve(self, conflict: Conflict, *, supersede: Sequence[Id] | None = None,
                       force: bool = False) -> Remembered:

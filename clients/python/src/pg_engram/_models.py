@@ -182,6 +182,9 @@ class Conflict:
     hint: str | None
     request: dict[str, Any]
     user_id: str | None = None
+    # a digest of the token it was found with: resolving it with another
+    # token would store it for that token's owner
+    found_by: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def ids(self) -> list[uuid.UUID]:

@@ -5,6 +5,7 @@ Option dictionaries name each call's keyword arguments once."""
 from __future__ import annotations
 
 import json
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ class Request(Generic[T]):
     accept: frozenset[int] = frozenset()
     # safe to send again when the connection broke before an answer
     idempotent: bool = False
+    # the answer when a retry finds nothing there: the first attempt did it
+    on_gone: Callable[[], T] | None = None
 
 
 class RememberOptions(TypedDict, total=False):
@@ -144,8 +147,8 @@ def labels(namespace: Namespace, what: str = "namespace") -> list[str]:
         raise TypeError(f"{what} is a sequence of labels, e.g. ('users', 'alice'), not the string {namespace!r}")
     out = list(namespace)
     for label in out:
-        if not isinstance(label, str) or not label or "." in label:
-            raise ValueError(f"{what} label {label!r} must be a non-empty string without dots")
+        if not isinstance(label, str) or not label or "." in label or any(unicodedata.category(c) == "Cc" for c in label):
+            raise ValueError(f"{what} label {label!r} must be a non-empty string without dots or control characters")
     return out
 
 
@@ -268,7 +271,7 @@ def update(memory_id: Id, options: UpdateOptions) -> Request[Updated]:
 def forget(memory_id: Id, hard: bool, reason: str | None, user_id: str | None) -> Request[bool]:
     params = _query({"hard": hard or None, "reason": reason, "user_id": user_id})
     return Request("DELETE", f"/v1/memories/{_id(memory_id)}", lambda _, d: bool(d["forgotten"]), params,
-                   idempotent=True)
+                   idempotent=True, on_gone=lambda: True)
 
 
 def reopen(memory_id: Id, reason: str | None, user_id: str | None) -> Request[bool]:
@@ -306,7 +309,8 @@ def get(namespace: Namespace, key: str, refresh_ttl: bool, user_id: str | None) 
 
 def delete(namespace: Namespace, key: str, hard: bool, user_id: str | None) -> Request[bool]:
     params = _query({"namespace": namespace, "key": key, "hard": hard or None, "user_id": user_id})
-    return Request("DELETE", "/v1/items", lambda _, d: bool(d["deleted"]), params, idempotent=True)
+    return Request("DELETE", "/v1/items", lambda _, d: bool(d["deleted"]), params, idempotent=True,
+                   on_gone=lambda: True)
 
 
 def namespaces(options: NamespacesOptions) -> Request[list[tuple[str, ...]]]:
@@ -343,12 +347,12 @@ def create_token(user_id: str, label: str, expires_in: Seconds | None) -> Reques
     def parse(_: int, d: Any) -> Token:
         return Token(uuid.UUID(d["id"]), d["token"], d["owner"], d["label"], parse_time(d.get("expires_at")))
 
-    return Request("POST", "/v1/tokens", parse, [], _body({"user_id": None}, user_id=user_id, label=label,
+    return Request("POST", "/v1/tokens", parse, [], _body({}, user_id=user_id_checked(user_id), label=label,
                                                           expires_in=expires_in))
 
 
 def revoke_token(token_id: Id) -> Request[None]:
-    return Request("DELETE", f"/v1/tokens/{_id(token_id)}", lambda _, d: None, idempotent=True)
+    return Request("DELETE", f"/v1/tokens/{_id(token_id)}", lambda _, d: None, idempotent=True, on_gone=lambda: None)
 
 
 def erase_user(user_id: str) -> Request[Erased]:

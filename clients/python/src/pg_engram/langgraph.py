@@ -33,7 +33,7 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from ._client import AsyncClient, Client
 from ._models import Item as EngramItem
 from ._models import Memory, SearchHit
-from ._requests import ListOptions, PutOptions, SearchOptions
+from ._requests import ListOptions, PutOptions, SearchOptions, labels, user_id_checked
 
 __all__ = ["EngramStore", "AsyncEngramStore"]
 
@@ -170,14 +170,16 @@ def _validated(ops: Iterable[Op], mapping: _Mapping) -> list[Op]:
     for op in checked:
         validate_op_namespace(op)
         if isinstance(op, (GetOp, PutOp)):
-            mapping.owner(op.namespace, "namespace")
+            labels(op.namespace)
+            user_id_checked(mapping.owner(op.namespace, "namespace"))
         elif isinstance(op, SearchOp):
-            mapping.owner(op.namespace_prefix, "search")
+            labels(op.namespace_prefix, "namespace_prefix")
+            user_id_checked(mapping.owner(op.namespace_prefix, "search"))
             if _query(op) is not None and op.offset + op.limit > _SEARCH_MAX:
                 raise ValueError(f"search with a query returns at most {_SEARCH_MAX} hits: offset + limit is "
                                  f"{op.offset + op.limit}")
         elif isinstance(op, ListNamespacesOp):
-            mapping.namespaces(op)
+            user_id_checked(mapping.namespaces(op)[0].get("user_id"))
     return checked
 
 

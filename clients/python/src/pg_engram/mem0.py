@@ -12,7 +12,9 @@
   metadata and filter like Mem0's; without a `user_id` the memories belong
   to the token's own user.
 - The facade's memories carry the tag `mem0`; it reads, revises and
-  deletes those only (never a LangGraph item or another client's memory).
+  deletes those only (never a LangGraph item or another client's memory):
+  `update` and `delete` of another memory's id raise ValueError, `get`
+  answers None and `history` [].
 - `add(..., infer=False)` stores every message except system ones as given.
   `add(..., infer=True)` (the default) stores each user message as a fact
   and resolves conflicts with engram's rules, within the call's scope (the
@@ -41,8 +43,8 @@ import httpx
 
 from ._client import AsyncClient, Client
 from ._errors import NotFoundError
-from ._models import Conflict, ConflictingMemory, Memory as EngramMemory, Remembered, Revision, SearchHit
-from ._requests import ListOptions, SearchOptions, UpdateOptions
+from ._models import Conflict, Memory as EngramMemory, Remembered, Revision, SearchHit
+from ._requests import ListOptions, SearchOptions, UpdateOptions, user_id_checked
 
 __all__ = ["Memory", "AsyncMemory"]
 
@@ -178,6 +180,18 @@ class _Plan:
         return options
 
     @staticmethod
+    def ours(memory: EngramMemory) -> bool:
+        """Whether the facade stored it (not a LangGraph item, not another
+        client's memory)."""
+        return TAG in memory.tags and memory.key is None
+
+    @staticmethod
+    def check(memory: EngramMemory, memory_id: str) -> EngramMemory:
+        if not _Plan.ours(memory):
+            raise ValueError(f"Memory with id {memory_id} not found (it is not one this facade stored)")
+        return memory
+
+    @staticmethod
     def mine(memory: EngramMemory, scope_ids: Mapping[str, Any]) -> bool:
         """Whether a stored memory is this facade's, in the call's scope
         (the same agent_id and run_id), so that a new fact may revise or
@@ -187,7 +201,7 @@ class _Plan:
                 and all(md.get(k) == scope_ids.get(k) for k in _SCOPES))
 
     @staticmethod
-    def settle(conflict: Conflict, fact: str, mine: list[ConflictingMemory]) -> tuple[str, list[str]]:
+    def settle(conflict: Conflict, mine: list[EngramMemory]) -> tuple[str, list[str]]:
         """How a conflicting fact is stored: "update" (revise the one memory
         of the facade's own it conflicts with), "supersede" (replace several),
         or "alongside" (it conflicts with nothing the facade may change)."""
@@ -278,7 +292,7 @@ class Memory:
             run_id: str | None = None, metadata: Mapping[str, Any] | None = None,
             infer: bool = True) -> dict[str, Any]:
         user, _ = scope(user_id, agent_id, run_id, required=False)
-        ids = {"agent_id": agent_id, "run_id": run_id}
+        ids = {k: _check_id(k, v) for k, v in (("agent_id", agent_id), ("run_id", run_id)) if v is not None}
         msgs = [m for m in normalize(messages) if m["role"] != "system"]
         results: list[dict[str, Any]] = []
         if not infer:
@@ -305,14 +319,15 @@ class Memory:
         r = self.client.remember(fact, metadata=metadata, tags=[TAG], user_id=user)
         if isinstance(r, Remembered):
             return [{"id": str(r.id), "memory": fact, "event": "ADD" if r.created else "NONE"}]
-        mine = [c for c in r.conflicts if _Plan.mine(self.client.recall(c.id, user_id=user), metadata)]
-        how, ids = _Plan.settle(r, fact, mine)
+        stored_now = [self.client.recall(c.id, user_id=user) for c in r.conflicts]
+        mine = [m for m in stored_now if _Plan.mine(m, metadata)]
+        how, ids = _Plan.settle(r, mine)
         if how == "update":
             self.client.update(ids[0], content=fact, reason="a newer statement", user_id=user)
             return [{"id": ids[0], "memory": fact, "event": "UPDATE", "previous_memory": mine[0].content}]
         stored = self.client.resolve(r, supersede=ids or None, force=len(mine) < len(r.conflicts))
         return [{"id": str(stored.id), "memory": fact, "event": "ADD"}] + [
-            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in mine]
+            {"id": str(m.id), "memory": m.content, "event": "DELETE"} for m in mine]
 
     def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
@@ -322,11 +337,12 @@ class Memory:
         return {"results": _Plan.hits(hits, threshold)}
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
+        user_id_checked(user_id)
         try:
             m = self.client.recall(memory_id, user_id=user_id)
-        except (NotFoundError, ValueError):
+        except (NotFoundError, ValueError):  # unknown, or not an id at all
             return None
-        return _item(m, None, True) if m.status == "active" and TAG in m.tags else None
+        return _item(m, None, True) if m.status == "active" and _Plan.ours(m) else None
 
     def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                 filters: Mapping[str, Any] | None = None, limit: int | None = None,
@@ -339,13 +355,13 @@ class Memory:
     def update(self, memory_id: str, text: str | None = None, metadata: Mapping[str, Any] | None = None, *,
                data: str | None = None, user_id: str | None = None) -> dict[str, str]:
         content = text if text is not None else data
-        merged = None
-        if metadata is not None:
-            merged = {**self.client.recall(memory_id, user_id=user_id).metadata, **metadata}
+        current = _Plan.check(self.client.recall(memory_id, user_id=user_id), memory_id)
+        merged = None if metadata is None else {**current.metadata, **metadata}
         self.client.update(memory_id, **_changes(content, merged, user_id))
         return {"message": "Memory updated successfully!"}
 
     def delete(self, memory_id: str, *, user_id: str | None = None) -> dict[str, str]:
+        _Plan.check(self.client.recall(memory_id, user_id=user_id), memory_id)
         self.client.forget(memory_id, user_id=user_id)
         return {"message": "Memory deleted successfully!"}
 
@@ -357,9 +373,12 @@ class Memory:
         return {"message": "Memories deleted successfully!"}
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        user_id_checked(user_id)
         try:
             memory = self.client.recall(memory_id, user_id=user_id)
-        except (NotFoundError, ValueError):
+        except (NotFoundError, ValueError):  # unknown, or not an id at all
+            return []
+        if not _Plan.ours(memory):
             return []
         return _Plan.history(memory, self.client.revisions(memory_id, user_id=user_id))
 
@@ -386,7 +405,7 @@ class AsyncMemory:
                   run_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                   infer: bool = True) -> dict[str, Any]:
         user, _ = scope(user_id, agent_id, run_id, required=False)
-        ids = {"agent_id": agent_id, "run_id": run_id}
+        ids = {k: _check_id(k, v) for k, v in (("agent_id", agent_id), ("run_id", run_id)) if v is not None}
         msgs = [m for m in normalize(messages) if m["role"] != "system"]
         results: list[dict[str, Any]] = []
         if not infer:
@@ -414,14 +433,15 @@ class AsyncMemory:
         r = await self.client.remember(fact, metadata=metadata, tags=[TAG], user_id=user)
         if isinstance(r, Remembered):
             return [{"id": str(r.id), "memory": fact, "event": "ADD" if r.created else "NONE"}]
-        mine = [c for c in r.conflicts if _Plan.mine(await self.client.recall(c.id, user_id=user), metadata)]
-        how, ids = _Plan.settle(r, fact, mine)
+        stored_now = [await self.client.recall(c.id, user_id=user) for c in r.conflicts]
+        mine = [m for m in stored_now if _Plan.mine(m, metadata)]
+        how, ids = _Plan.settle(r, mine)
         if how == "update":
             await self.client.update(ids[0], content=fact, reason="a newer statement", user_id=user)
             return [{"id": ids[0], "memory": fact, "event": "UPDATE", "previous_memory": mine[0].content}]
         stored = await self.client.resolve(r, supersede=ids or None, force=len(mine) < len(r.conflicts))
         return [{"id": str(stored.id), "memory": fact, "event": "ADD"}] + [
-            {"id": str(c.id), "memory": c.content, "event": "DELETE"} for c in mine]
+            {"id": str(m.id), "memory": m.content, "event": "DELETE"} for m in mine]
 
     async def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                      run_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int | None = None,
@@ -432,11 +452,12 @@ class AsyncMemory:
         return {"results": _Plan.hits(hits, threshold)}
 
     async def get(self, memory_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
+        user_id_checked(user_id)
         try:
             m = await self.client.recall(memory_id, user_id=user_id)
-        except (NotFoundError, ValueError):
+        except (NotFoundError, ValueError):  # unknown, or not an id at all
             return None
-        return _item(m, None, True) if m.status == "active" and TAG in m.tags else None
+        return _item(m, None, True) if m.status == "active" and _Plan.ours(m) else None
 
     async def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                       filters: Mapping[str, Any] | None = None, limit: int | None = None,
@@ -449,13 +470,13 @@ class AsyncMemory:
     async def update(self, memory_id: str, text: str | None = None, metadata: Mapping[str, Any] | None = None, *,
                      data: str | None = None, user_id: str | None = None) -> dict[str, str]:
         content = text if text is not None else data
-        merged = None
-        if metadata is not None:
-            merged = {**(await self.client.recall(memory_id, user_id=user_id)).metadata, **metadata}
+        current = _Plan.check(await self.client.recall(memory_id, user_id=user_id), memory_id)
+        merged = None if metadata is None else {**current.metadata, **metadata}
         await self.client.update(memory_id, **_changes(content, merged, user_id))
         return {"message": "Memory updated successfully!"}
 
     async def delete(self, memory_id: str, *, user_id: str | None = None) -> dict[str, str]:
+        _Plan.check(await self.client.recall(memory_id, user_id=user_id), memory_id)
         await self.client.forget(memory_id, user_id=user_id)
         return {"message": "Memory deleted successfully!"}
 
@@ -468,9 +489,12 @@ class AsyncMemory:
         return {"message": "Memories deleted successfully!"}
 
     async def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        user_id_checked(user_id)
         try:
             memory = await self.client.recall(memory_id, user_id=user_id)
-        except (NotFoundError, ValueError):
+        except (NotFoundError, ValueError):  # unknown, or not an id at all
+            return []
+        if not _Plan.ours(memory):
             return []
         return _Plan.history(memory, await self.client.revisions(memory_id, user_id=user_id))
 

@@ -96,6 +96,15 @@ test("what is refused before anything is sent, and a conflict's user", async () 
   await platform.resolve(conflict, { force: true });
   assert.equal((await bound.listPage()).memories.length, 2);
   assert.equal((await platform.listPage()).memories.length, 0);
+  // one found for the token's own owner is that token's, acting for nobody else
+  const base = await platform.remember({ content: `The platform's backup for ${name} runs at 2:00` });
+  const ownConflict = await platform.remember({ content: `The platform's backup for ${name} runs at 3:00` });
+  assert.ok(!isConflict(base) && isConflict(ownConflict) && ownConflict.userId === undefined);
+  await assert.rejects(bound.resolve(ownConflict, { force: true }), TypeError);
+  const userToken = await platform.createToken(name, { label: "own" });
+  await assert.rejects(new EngramClient({ url, token: userToken.token }).resolve(ownConflict, { force: true }), TypeError);
+  const replaced = await platform.resolve(ownConflict, { supersede: ownConflict.conflicts.map((c) => c.id) });
+  for (const id of [base.id, replaced.id]) await platform.forget(id, { hard: true });
   // a 409 that is not a conflict throws
   const first = (await bound.listPage()).memories[0]!;
   await bound.forget(first.id);
