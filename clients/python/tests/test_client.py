@@ -263,3 +263,23 @@ def test_names_that_would_leave_their_path_segment_are_refused(engram, user):
                 c.search("x", user_id=bad)
             with pytest.raises(ValueError):
                 c.as_user(bad)
+
+
+def test_a_retry_that_finds_nothing_is_success_only_when_the_first_try_may_have_done_it():
+    """Client logic alone (httpx's MockTransport answers): a revoke whose
+    first answer was lost (504) and whose retry finds nothing there (P0002)
+    did its work; one whose first try was surely not applied (a rolled-back
+    503) reports the 404."""
+    from pg_engram import NotFoundError as Missing
+
+    def server(first: httpx.Response) -> httpx.MockTransport:
+        answers = [first, httpx.Response(404, json={"status": 404, "detail": "no such token", "sqlstate": "P0002"})]
+        return httpx.MockTransport(lambda request: answers.pop(0))
+
+    token_id = uuid.uuid4()
+    lost = Client("http://engram", "t", backoff=0, http_client=httpx.Client(transport=server(httpx.Response(504))))
+    assert lost.revoke_token(token_id) is None
+    rolled_back = httpx.Response(503, json={"status": 503, "detail": "busy", "sqlstate": "40001"})
+    sure = Client("http://engram", "t", backoff=0, http_client=httpx.Client(transport=server(rolled_back)))
+    with pytest.raises(Missing):
+        sure.revoke_token(token_id)

@@ -1,6 +1,7 @@
 // The typed client of engram's /v1 API. Request and answer types come from
 // the OpenAPI document (src/openapi.ts is generated from openapi.json by
 // `npm run generate`), so they are written once, by the server.
+import { createHash } from "node:crypto";
 import type { components } from "./openapi.js";
 
 type Schemas = components["schemas"];
@@ -42,13 +43,16 @@ export interface Conflict {
   hint?: string;
   input: RememberInput;
   userId?: string;
+  /** A digest of the token it was found with: resolving it with another
+   * token (and no user named) would store it for that token's owner. */
+  foundBy: string;
 }
 
 export type Remembered = Schemas["Remembered"] | Conflict;
 
-// The token each conflict was found with: resolving it with another token
-// (and no user named) would store it for that token's owner.
-const FOUND_BY = new WeakMap<Conflict, string | undefined>();
+function digest(token: string | undefined): string {
+  return createHash("sha256").update(token ?? "").digest("hex").slice(0, 16);
+}
 
 /** Whether `remember` found a conflict (and wrote nothing). */
 export function isConflict(r: Remembered): r is Conflict {
@@ -178,6 +182,7 @@ export class EngramClient {
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (opts.body !== undefined) headers["content-type"] = "application/json";
+    let maybeApplied = false;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -196,7 +201,9 @@ export class EngramClient {
         // a call that is not idempotent goes again only when it surely was
         // not applied: engram's 503 for a rolled-back transaction
         const sqlstate = typeof data?.sqlstate === "string" ? data.sqlstate : "";
-        if (idempotent || (response.status === 503 && (ROLLED_BACK.has(sqlstate) || sqlstate.startsWith("53")))) {
+        const rolledBack = response.status === 503 && (ROLLED_BACK.has(sqlstate) || sqlstate.startsWith("53"));
+        if (idempotent || rolledBack) {
+          maybeApplied ||= !rolledBack;
           const header = response.headers.get("retry-after");
           const told = header === null ? NaN : Number(header);
           const wait = Number.isFinite(told) && told >= 0 ? told * 1000 : 500 * 2 ** attempt;
@@ -205,7 +212,7 @@ export class EngramClient {
         }
       }
       // a retry that finds nothing there: the earlier attempt did it, its answer was lost
-      if (attempt > 0 && response.status === 404 && opts.onGone !== undefined) return { status: 200, data: opts.onGone };
+      if (maybeApplied && response.status === 404 && opts.onGone !== undefined && data?.sqlstate === "P0002") return { status: 200, data: opts.onGone };
       if (response.ok || opts.accept?.includes(response.status)) return { status: response.status, data: data as T };
       throw new EngramError(response.status, data ?? {});
     }
@@ -228,15 +235,15 @@ export class EngramClient {
       ...(typeof data.hint === "string" ? { hint: data.hint } : {}),
       input,
       ...(userId !== undefined ? { userId } : {}),
+      foundBy: digest(this.token),
     };
-    FOUND_BY.set(conflict, this.token);
     return conflict;
   }
 
   /** Store a conflicting memory: replacing exactly `supersede`, or alongside (`force`). */
   async resolve(conflict: Conflict, how: { supersede?: string[]; force?: boolean }): Promise<Schemas["Remembered"]> {
     if (!how.supersede?.length && !how.force) throw new TypeError("resolve: name the memories it replaces (supersede) or store it alongside them (force: true)");
-    if (conflict.userId === undefined && (this.userId !== undefined || (FOUND_BY.has(conflict) && FOUND_BY.get(conflict) !== this.token))) {
+    if (conflict.userId === undefined && (this.userId !== undefined || conflict.foundBy !== digest(this.token))) {
       throw new TypeError("this conflict is the token owner's: resolve it with the client (token) that found it, acting for no other user");
     }
     const body: RememberInput = { ...conflict.input, ...(how.supersede?.length ? { supersedes: how.supersede } : {}), ...(how.force ? { force: true } : {}) };
@@ -304,7 +311,7 @@ export class EngramClient {
   }
 
   async delete(namespace: string[], key: string, opts: { hard?: boolean } & As = {}): Promise<boolean> {
-    return (await this.call<Schemas["Deleted"]>("DELETE", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, hard: opts.hard }, as: opts, onGone: { deleted: true } })).data.deleted;
+    return (await this.call<Schemas["Deleted"]>("DELETE", "/v1/items", { query: { namespace: labels(namespace, "namespace"), key, hard: opts.hard }, as: opts })).data.deleted;
   }
 
   async namespaces(opts: { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } & As = {}): Promise<string[][]> {

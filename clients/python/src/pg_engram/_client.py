@@ -114,9 +114,18 @@ class _Policy:
         return isinstance(error, httpx.ConnectError) or (req.idempotent and isinstance(error, httpx.TransportError))
 
     @staticmethod
-    def read(req: Request[T], response: httpx.Response, retried: bool = False) -> T:
+    def maybe_applied(response: httpx.Response | None, error: Exception | None) -> bool:
+        """Whether an attempt about to be repeated may have been applied: its
+        answer was lost, or came from a proxy, or engram's 503 does not say
+        the transaction was rolled back."""
+        if response is None:
+            return not isinstance(error, httpx.ConnectError)
+        return response.status_code in (502, 504) or (response.status_code == 503 and not _rolled_back(response))
+
+    @staticmethod
+    def read(req: Request[T], response: httpx.Response, maybe_applied: bool = False) -> T:
         status = response.status_code
-        if retried and status == 404 and req.on_gone is not None:
+        if maybe_applied and status == 404 and req.on_gone is not None and _sqlstate(response) == "P0002":
             return req.on_gone()  # an earlier attempt did it and its answer was lost
         body: Any = None
         if response.content:
@@ -129,11 +138,15 @@ class _Policy:
         raise error_from(status, body)
 
 
-def _rolled_back(response: httpx.Response) -> bool:
+def _sqlstate(response: httpx.Response) -> str:
     try:
-        sqlstate = str(response.json().get("sqlstate") or "")
+        return str(response.json().get("sqlstate") or "")
     except (ValueError, AttributeError):
-        return False
+        return ""
+
+
+def _rolled_back(response: httpx.Response) -> bool:
+    sqlstate = _sqlstate(response)
     return sqlstate in ROLLED_BACK or sqlstate.startswith("53")
 
 
@@ -176,7 +189,7 @@ class Client:
         self.close()
 
     def _send(self, req: Request[T]) -> T:
-        p, attempt = self._policy, 0
+        p, attempt, maybe_applied = self._policy, 0, False
         while True:
             response: httpx.Response | None = None
             try:
@@ -186,12 +199,13 @@ class Client:
             except httpx.TransportError as e:
                 error = e
             if p.retryable(req, response, error) and (wait := p.delay(attempt, response)) is not None:
+                maybe_applied = maybe_applied or p.maybe_applied(response, error)
                 time.sleep(wait)
                 attempt += 1
                 continue
             if response is None:
                 raise _gave_up(error or RuntimeError("no response"))
-            return p.read(req, response, attempt > 0)
+            return p.read(req, response, maybe_applied)
 
     # memories
     def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
@@ -311,7 +325,7 @@ class AsyncClient:
         await self.aclose()
 
     async def _send(self, req: Request[T]) -> T:
-        p, attempt = self._policy, 0
+        p, attempt, maybe_applied = self._policy, 0, False
         while True:
             response: httpx.Response | None = None
             try:
@@ -322,12 +336,13 @@ class AsyncClient:
             except httpx.TransportError as e:
                 error = e
             if p.retryable(req, response, error) and (wait := p.delay(attempt, response)) is not None:
+                maybe_applied = maybe_applied or p.maybe_applied(response, error)
                 await asyncio.sleep(wait)
                 attempt += 1
                 continue
             if response is None:
                 raise _gave_up(error or RuntimeError("no response"))
-            return p.read(req, response, attempt > 0)
+            return p.read(req, response, maybe_applied)
 
     async def remember(self, content: str, **options: Unpack[rq.RememberOptions]) -> Remembered | Conflict:
         return self._policy.found(await self._send(rq.remember(content, self._policy.acting(options))))

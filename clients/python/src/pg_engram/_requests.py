@@ -309,8 +309,7 @@ def get(namespace: Namespace, key: str, refresh_ttl: bool, user_id: str | None) 
 
 def delete(namespace: Namespace, key: str, hard: bool, user_id: str | None) -> Request[bool]:
     params = _query({"namespace": namespace, "key": key, "hard": hard or None, "user_id": user_id})
-    return Request("DELETE", "/v1/items", lambda _, d: bool(d["deleted"]), params, idempotent=True,
-                   on_gone=lambda: True)
+    return Request("DELETE", "/v1/items", lambda _, d: bool(d["deleted"]), params, idempotent=True)
 
 
 def namespaces(options: NamespacesOptions) -> Request[list[tuple[str, ...]]]:

@@ -179,6 +179,8 @@ def _validated(ops: Iterable[Op], mapping: _Mapping) -> list[Op]:
                 raise ValueError(f"search with a query returns at most {_SEARCH_MAX} hits: offset + limit is "
                                  f"{op.offset + op.limit}")
         elif isinstance(op, ListNamespacesOp):
+            for c in op.match_conditions or ():
+                labels([label for label in _path(c) if label != "*"], "match condition")
             user_id_checked(mapping.namespaces(op)[0].get("user_id"))
     return checked
 

@@ -87,9 +87,11 @@ def normalize(messages: Messages) -> list[dict[str, Any]]:
 
 
 def _check_id(name: str, value: Any) -> str:
-    text = str(value).strip()
-    if not text:
+    text = str(value)
+    if not text.strip():
         raise ValueError(f"Invalid {name}: cannot be empty or whitespace-only. Provide a valid identifier.")
+    if text != text.strip():
+        raise ValueError(f"Invalid {name}: {text!r} has surrounding spaces. Provide the identifier without them.")
     return text
 
 
