@@ -45,6 +45,19 @@ def psql(db, sql, host=HOST, port=PORT):
     return out.stdout.strip()
 
 
+@contextlib.contextmanager
+def locked_memories(database, seconds):
+    """Holds an exclusive lock on engram.memories from another session."""
+    p = subprocess.Popen([f"{PG_BIN}/psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", database, "-c",
+                          f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        yield
+    finally:
+        p.wait(seconds + 10)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

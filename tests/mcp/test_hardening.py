@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from conftest import HOST, INITIALIZE, JSON_HEADERS, PORT, call, free_port, mcp_session, new_database, psql, serving, start
-from test_security import _Embeddings as Embeddings, locked_memories
+from conftest import locked_memories
+from test_security import _Embeddings as Embeddings
 
 pytestmark = pytest.mark.anyio
 

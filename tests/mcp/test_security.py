@@ -4,7 +4,6 @@ embedding cache's scope, limits checked before embedding, pool and statement
 timeouts, and the arguments and headers the other tests do not cover."""
 
 import asyncio
-import contextlib
 import http.server
 import json
 import re
@@ -15,7 +14,8 @@ import time
 import httpx
 import pytest
 
-from conftest import HOST, INITIALIZE, JSON_HEADERS, PG_BIN, PORT, call, free_port, mcp_session, new_database, psql, serving, start
+from conftest import (HOST, INITIALIZE, JSON_HEADERS, PG_BIN, PORT, call, free_port, locked_memories, mcp_session,
+                      new_database, psql, serving, start)
 
 pytestmark = pytest.mark.anyio
 
@@ -202,19 +202,6 @@ async def test_a_cursor_with_multibyte_characters_is_a_clear_error(server, token
     async with mcp_session(server, tokens["alice"]) as s:
         text, err = await call(s, "memory_list", cursor="v1.created_at.日本語.0b8e1c34-0000-4000-8000-000000000000")
         assert err and "malformed cursor" in text and "panic" not in text
-
-
-@contextlib.contextmanager
-def locked_memories(database, seconds):
-    """Holds an exclusive lock on engram.memories from another session."""
-    p = subprocess.Popen([f"{PG_BIN}/psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", database, "-c",
-                          f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
-        yield
-    finally:
-        p.wait(seconds + 10)
 
 
 async def test_statement_and_pool_timeouts(tokens):

@@ -10,8 +10,7 @@ import uuid
 import httpx
 import pytest
 
-from conftest import new_database, psql, serving
-from test_security import locked_memories
+from conftest import locked_memories, new_database, psql, serving
 
 PROBLEM = "application/problem+json"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")

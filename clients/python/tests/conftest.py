@@ -22,7 +22,7 @@ assert _spec and _spec.loader
 mcp_fixtures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mcp_fixtures)
 psql = mcp_fixtures.psql
-HOST, PORT, PG_BIN = mcp_fixtures.HOST, mcp_fixtures.PORT, mcp_fixtures.PG_BIN
+locked_memories = mcp_fixtures.locked_memories
 serving = mcp_fixtures.serving
 new_database = mcp_fixtures.new_database
 # the model of engram-mcp's local embedder (it refuses to start with another)

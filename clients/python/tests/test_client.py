@@ -5,19 +5,17 @@ README's examples run as written."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import HOST, MODEL, PG_BIN, PORT, mint, new_database, psql, serving
+from conftest import MODEL, locked_memories, mint, new_database, psql, serving
 
 from pg_engram import (AsyncClient, BadRequestError, Client, Conflict, ConflictError, Entity, Memory, NotFoundError,
                        PermissionDeniedError, Remembered, SearchHit, UnavailableError)
@@ -150,19 +148,6 @@ def test_a_503_is_retried_after_retry_after():
             assert busy.value.sqlstate == "57014" and busy.value.status == 503
             page = Client(url, token, max_retries=5, http_client=httpx.Client(event_hooks=hooks)).list_page()
         assert page.memories == [] and 503 in answers and answers[-1] == 200
-
-
-@contextlib.contextmanager
-def locked_memories(db, seconds):
-    """Holds an exclusive lock on engram.memories from another session."""
-    p = subprocess.Popen([f"{PG_BIN}/psql", "-X", "-q", "-h", HOST, "-p", PORT, "-U", "postgres", "-d", db, "-c",
-                          f"BEGIN; LOCK TABLE engram.memories IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep({seconds}); COMMIT;"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
-        yield
-    finally:
-        p.wait(seconds + 10)
 
 
 def test_the_readme_examples_run(engram, user):
