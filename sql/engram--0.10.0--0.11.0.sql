@@ -2,7 +2,7 @@
 --
 -- 0.11.0 adds engram.tune_search(), which measures the HNSW index's recall
 -- on the stored memories and sets engram.hnsw_ef_search (the floor of
--- engram's walks) for the database (issue 20: recall at 1M rows). The API
+-- engram's walks) for the database (for recall at 1M rows). The API
 -- is now written in topic files (extension/sql/api/*.sql); the functions
 -- it creates are 0.10.0's plus tune_search. No table or row changes.
 --

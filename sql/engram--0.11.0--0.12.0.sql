@@ -1,7 +1,7 @@
 -- engram 0.11.0 -> 0.12.0 (ALTER EXTENSION engram UPDATE TO '0.12.0')
 --
 -- 0.12.0 lets engram.configure() rebuild the memories' HNSW index with
--- denser build options (hnsw_m, hnsw_ef_construction; issue 20: at 1M rows
+-- denser build options (hnsw_m, hnsw_ef_construction: at 1M rows
 -- pgvector's default graph stays near recall 0.93 at any ef_search), keeps
 -- the index's options when configure(embedding_dims => ...) rebuilds it,
 -- and reports them. configure's signature grows two arguments. No table or

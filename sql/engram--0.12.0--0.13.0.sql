@@ -1,6 +1,6 @@
 -- engram 0.12.0 -> 0.13.0 (ALTER EXTENSION engram UPDATE TO '0.13.0')
 --
--- 0.13.0 gives memories time and an entity index (SPEC 13, issue 21):
+-- 0.13.0 gives memories time and an entity index (docs/TIME_AND_ENTITIES.md):
 -- when what they tell happened (occurred_at) and the period their fact
 -- held (valid_from,
 -- valid_to; invalidated_at records when valid_to was set). Reads return

@@ -1,6 +1,6 @@
 -- engram 0.13.0 -> 0.14.0 (ALTER EXTENSION engram UPDATE TO '0.14.0')
 --
--- 0.14.0 ranks by how well a memory matches, not by rank alone (issue 21):
+-- 0.14.0 ranks by how well a memory matches, not by rank alone:
 -- the text leg of search scores rows by the share of the query's IDF they
 -- hold times BM25's length factor (engram-core text_scores; it used
 -- ts_rank_cd, which weighs every word alike and favours long rows), and a

@@ -1,11 +1,12 @@
 -- engram 0.2.0 -> 0.3.0 (ALTER EXTENSION engram UPDATE TO '0.3.0')
 --
--- 0.3.0 adds continuity (SPEC 9): workspaces, immutable states, captured
--- events with the embedding backlog, sessions and summaries, the context
--- package, and search misses in stats; and conflict detection that gives
--- its reasons (similar, correction, changed_value, negation), with a memory
--- stored anyway over a correction superseding (flagging) the old one. Data
--- is kept: every table of 0.2.0 stays as it is; the new tables start empty.
+-- 0.3.0 adds continuity (docs/CONTINUITY.md): workspaces, immutable
+-- states, captured events with the embedding backlog, sessions and
+-- summaries, the context package, and search misses in stats; and conflict
+-- detection that gives its reasons (similar, correction, changed_value,
+-- negation), with a memory stored anyway over a correction superseding
+-- (flagging) the old one. Data is kept: every table of 0.2.0 stays as it
+-- is; the new tables start empty.
 --
 -- Built as sql/README.md says: 1. drop the previous API; 2. change the
 -- tables as the new schema.sql declares them; 3. create the new Rust
@@ -38,7 +39,7 @@ DROP POLICY IF EXISTS owner_isolation ON engram.publications;
 DROP POLICY IF EXISTS owner_isolation ON engram.slots;
 
 -- 2. Tables (as in extension/sql/schema.sql).
--- Continuity (SPEC 9, seeds 001 Nexus and 004 MetaHuman), since 0.3.0.
+-- Continuity (docs/CONTINUITY.md), since 0.3.0.
 
 -- A workspace: a project the agent comes back to. Archived, never deleted
 -- (only erasing an owner removes it); a name is unique per owner.
@@ -80,8 +81,8 @@ CREATE TABLE engram.states (
 CREATE INDEX states_latest ON engram.states (workspace_id, created_at DESC);
 
 -- A captured event: an episodic memory (the row in engram.memories holds
--- its content, session, importance and embedding) with what MetaHuman
--- records beside it. A memory erased erases its event.
+-- its content, session, importance and embedding) with the event's type,
+-- mode, tool call and file beside it. A memory erased erases its event.
 CREATE TABLE engram.events (
     memory_id       uuid PRIMARY KEY REFERENCES engram.memories (id) ON DELETE CASCADE,
     owner           text NOT NULL,
@@ -111,7 +112,7 @@ CREATE INDEX events_type ON engram.events (owner, event_type, created_at);
 CREATE INDEX memories_backlog ON engram.memories (owner, created_at)
     WHERE embedding IS NULL AND status = 'active';
 
--- Searches that found nothing (SPEC 9, metrics): what agents looked for in
+-- Searches that found nothing (for the metrics): what agents looked for in
 -- vain. Holds the query text, so erasing an owner erases these too.
 CREATE TABLE engram.misses (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

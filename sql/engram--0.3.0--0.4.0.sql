@@ -1,6 +1,6 @@
 -- engram 0.3.0 -> 0.4.0 (ALTER EXTENSION engram UPDATE TO '0.4.0')
 --
--- 0.4.0 adds scope lists (issue 9): for every active memory with an
+-- 0.4.0 adds scope lists: for every active memory with an
 -- embedding, int8-quantized entries in its owner's whole list and in one
 -- list per tag (engram.scope_entries, sized in engram.scope_sizes), kept by
 -- triggers on engram.memories. Scoped search scans the smallest list of a

@@ -1,9 +1,9 @@
 -- engram 0.4.0 -> 0.5.0 (ALTER EXTENSION engram UPDATE TO '0.5.0')
 --
 -- 0.5.0 changes only the SQL API: engram.erase_owner and recall and list
--- that work on a hot standby (issue 10); for search and write speed (issue
--- 9) the HNSW walk of broad scopes runs as a static statement with a cached
--- plan (engram._hnsw_walk), it fetches n + max(n/5, 2) rows instead of 2n,
+-- that work on a hot standby; for search and write speed the HNSW walk of
+-- broad scopes runs as a static statement with a cached plan
+-- (engram._hnsw_walk), it fetches n + max(n/5, 2) rows instead of 2n,
 -- and the small helpers on the hot paths are plpgsql instead of SQL
 -- functions.
 -- No table changes and no new Rust functions: every row is kept as it is,

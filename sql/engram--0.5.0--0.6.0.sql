@@ -1,6 +1,6 @@
 -- engram 0.5.0 -> 0.6.0 (ALTER EXTENSION engram UPDATE TO '0.6.0')
 --
--- 0.6.0 adds vision memories (SPEC 11, issue 11): images stored once per
+-- 0.6.0 adds vision memories (docs/VISION.md): images stored once per
 -- owner by sha256 (engram.images, their bytes in engram.image_data), kept
 -- by image_put references and by the memories that name them in
 -- metadata.images (engram.image_holds, derived by triggers on
@@ -56,7 +56,7 @@ END
 $$;
 
 -- 2. The tables of vision memories, exactly as schema.sql declares them.
--- Vision memories (SPEC 11, since 0.6.0): images stored once per owner by
+-- Vision memories (since 0.6.0): images stored once per owner by
 -- content hash. Two kinds of reference keep an image: `refs` counts
 -- engram.image_put calls not yet given back by engram.image_release, and
 -- engram.image_holds lists the memories whose metadata names the image

@@ -1,6 +1,6 @@
 -- engram 0.6.0 -> 0.7.0 (ALTER EXTENSION engram UPDATE TO '0.7.0')
 --
--- 0.7.0 hardens 0.6.0 (issue 18):
+-- 0.7.0 hardens 0.6.0 (docs/SECURITY.md):
 -- * privilege that code of other roles cannot borrow: the privileged path
 --   (superuser, or SET on engram.owner) is withheld while a
 --   security-restricted operation, a function or a relation of an

@@ -1,6 +1,6 @@
 -- engram 0.7.0 -> 0.8.0 (ALTER EXTENSION engram UPDATE TO '0.8.0')
 --
--- 0.8.0 makes engram distributable by owner (issue 19, SPEC 12):
+-- 0.8.0 makes engram distributable by owner (docs/SCALING.md):
 -- * every primary key, unique key and foreign key of an owner's data
 --   starts with the owner: memories (owner, id), revisions (owner,
 --   memory_id, revision), memory_access (owner, memory_id), events

@@ -1,6 +1,6 @@
 -- engram 0.8.0 -> 0.9.0 (ALTER EXTENSION engram UPDATE TO '0.9.0')
 --
--- 0.9.0 changes only the SQL API (issue 19, the MCP suite on Citus):
+-- 0.9.0 changes only the SQL API, so that the MCP suite runs on Citus:
 -- engram.search() and engram.ghost_search() return each hit's source
 -- (memory, skill, resource) as a last column, so that a caller needs no
 -- direct read of engram.memories after the search (which Citus refuses in

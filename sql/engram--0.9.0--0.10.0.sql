@@ -1,6 +1,6 @@
 -- engram 0.9.0 -> 0.10.0 (ALTER EXTENSION engram UPDATE TO '0.10.0')
 --
--- 0.10.0 packs the scope lists into blocks (issue 20): a list's entries
+-- 0.10.0 packs the scope lists into blocks: a list's entries
 -- (memory id and int8 vector) live in rows of engram.scope_blocks, ~18 per
 -- row at 384 dimensions, folded into a search's top-n by one Rust call per
 -- row (the engram._nearest aggregate) instead of one index tuple and one

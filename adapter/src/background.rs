@@ -1,4 +1,4 @@
-//! Work done off the write path (SPEC 9, 11): embedding the backlog of
+//! Work done off the write path : embedding the backlog of
 //! captured events and, with `--vision`, of stored images, and writing
 //! session summaries when a summarizer is configured.
 //!

@@ -310,10 +310,19 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         }
     }
     let token = bearer.map(str::to_string);
-    let session_id = match header(h, "x-session-id").and_then(|s| match s {
-        Some(s) => Ok(Some(s)),
-        None => header(h, "x-conversation-session-id"),
-    }) {
+    // The conversation: X-Session-Id (or its longer alias) when the client
+    // names one, else the MCP session (Mcp-Session-Id, which the server
+    // issued at initialize), so that each MCP session is a conversation of
+    // its own without configuration.
+    let session_id = match header(h, "x-session-id")
+        .and_then(|s| match s {
+            Some(s) => Ok(Some(s)),
+            None => header(h, "x-conversation-session-id"),
+        })
+        .and_then(|s| match s {
+            Some(s) => Ok(Some(s)),
+            None => header(h, "mcp-session-id"),
+        }) {
         Ok(v) => v.map(str::to_string),
         Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
     };

@@ -76,8 +76,11 @@ pub struct ImportArgs {
     /// refused before anything is written.
     #[arg(long)]
     pub reembed: bool,
+    /// Postgres connection string of the database to import into.
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: String,
     #[command(flatten)]
-    pub common: CommonArgs,
+    pub embedder: EmbedderArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -122,9 +125,16 @@ pub struct ServeArgs {
         long,
         env = "ENGRAM_ALLOWED_ORIGINS",
         value_delimiter = ',',
-        default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+        default_value = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*,https://localhost:*,https://127.0.0.1:*,https://[::1]:*"
     )]
     pub allowed_origins: Vec<String>,
+    /// Serve HTTPS with this PEM certificate chain (the server's certificate first); needs --tls-key. Read
+    /// again when the file changes, so a renewed certificate needs no restart.
+    #[arg(long, env = "ENGRAM_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, RSA or EC).
+    #[arg(long, env = "ENGRAM_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Serve without MCP sessions: every POST is answered with plain JSON.
     #[arg(long, env = "ENGRAM_STATELESS")]
     pub stateless: bool,
@@ -166,11 +176,41 @@ pub struct ServeArgs {
 /// agent that needs them talks HTTP.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StdioArgs {
-    /// The conversation's session id, as X-Session-Id would give it (memory_capture, memory_context).
+    /// The conversation's session id (memory_capture, memory_context, memory_summarize). Default: a new
+    /// id for each run, so each conversation a desktop client starts is a session of its own; give one to
+    /// continue a session across runs.
     #[arg(long, env = "ENGRAM_SESSION_ID")]
     pub session_id: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// How text is embedded: what the servers and `import --reembed` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EmbedderArgs {
+    /// Embedding provider.
+    #[arg(long = "embedder", env = "ENGRAM_EMBEDDER", value_enum, default_value_t = EmbedderKind::Local)]
+    pub kind: EmbedderKind,
+    /// Base URL of the embedding service (openai, ollama), e.g. http://127.0.0.1:11434.
+    #[arg(long = "embedder-url", env = "ENGRAM_EMBEDDER_URL")]
+    pub url: Option<String>,
+    /// Embedding model name for the service (openai, ollama).
+    #[arg(long = "embedder-model", env = "ENGRAM_EMBEDDER_MODEL")]
+    pub model: Option<String>,
+    /// API key sent as a bearer token to the embedding service.
+    #[arg(long = "embedder-api-key", env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Directory of the local model: tokenizer.json, plus model-int8.onnx (local) or config.json and
+    /// model.safetensors (local-f32). scripts/setup unpacks all of them. Default: under share/engram beside
+    /// the binary's directory (the Debian package: /usr/share/engram/models/all-MiniLM-L6-v2), else
+    /// models/all-MiniLM-L6-v2 there (scripts/run's .engram/bin/engram-mcp finds .engram/models/...); never
+    /// the working directory.
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime
+    /// wheel). Default: lib/libonnxruntime.so found as --model-dir is.
+    #[arg(long, env = "ENGRAM_ONNX_RUNTIME")]
+    pub onnx_runtime: Option<PathBuf>,
 }
 
 /// What every server mode needs: the database, the embedder, the tools.
@@ -185,29 +225,8 @@ pub struct CommonArgs {
     /// (see docs/SCALING.md). When the standby is unreachable, reads fall back to the primary.
     #[arg(long, env = "ENGRAM_READ_DATABASE_URL")]
     pub read_database_url: Option<String>,
-    /// Embedding provider.
-    #[arg(long, env = "ENGRAM_EMBEDDER", value_enum, default_value_t = EmbedderKind::Local)]
-    pub embedder: EmbedderKind,
-    /// Base URL of the embedding service (openai, ollama), e.g. http://127.0.0.1:11434.
-    #[arg(long, env = "ENGRAM_EMBEDDER_URL")]
-    pub embedder_url: Option<String>,
-    /// Embedding model name for the service (openai, ollama).
-    #[arg(long, env = "ENGRAM_EMBEDDER_MODEL")]
-    pub embedder_model: Option<String>,
-    /// API key sent as a bearer token to the embedding service.
-    #[arg(long, env = "ENGRAM_EMBEDDER_API_KEY", hide_env_values = true)]
-    pub embedder_api_key: Option<String>,
-    /// Directory of the local model: tokenizer.json, plus model-int8.onnx (local) or config.json and
-    /// model.safetensors (local-f32). scripts/setup unpacks all of them. Default: under share/engram beside
-    /// the binary's directory (the Debian package: /usr/share/engram/models/all-MiniLM-L6-v2), else
-    /// models/all-MiniLM-L6-v2 there (scripts/run's .engram/bin/engram-mcp finds .engram/models/...); never
-    /// the working directory.
-    #[arg(long, env = "ENGRAM_MODEL_DIR")]
-    pub model_dir: Option<PathBuf>,
-    /// The ONNX Runtime shared library the local embedder loads at start-up (from PyPI's onnxruntime
-    /// wheel). Default: lib/libonnxruntime.so found as --model-dir is.
-    #[arg(long, env = "ENGRAM_ONNX_RUNTIME")]
-    pub onnx_runtime: Option<PathBuf>,
+    #[command(flatten)]
+    pub embedder: EmbedderArgs,
     /// Tool groups to serve, or `all`: basic (memory_remember, _search, _recall, _update, _forget and
     /// _context: what most agents need), core (the memory_* tools: also _list, _flag, _reopen, _consolidate,
     /// _crystallize, _entities, _about), internal (the five memory_internal_* tools, listed only to requests
@@ -221,7 +240,7 @@ pub struct CommonArgs {
     /// schemas add about as much to every agent turn as the tools' arguments do.
     #[arg(long, env = "ENGRAM_OUTPUT_SCHEMAS")]
     pub output_schemas: bool,
-    /// Serve vision memories (SPEC 11): the `vision` tool group (memory_image_put, memory_vision_search), with
+    /// Serve vision memories: the `vision` tool group (memory_image_put, memory_vision_search), with
     /// the image embedder --image-embedder picks. Off by default; without it those tools are not listed.
     #[arg(long, env = "ENGRAM_VISION")]
     pub vision: bool,
@@ -344,7 +363,14 @@ mod tests {
 
     #[test]
     fn origins_default_and_any() {
-        let default = strings(&["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]);
+        let default = strings(&[
+            "http://localhost:*",
+            "http://127.0.0.1:*",
+            "http://[::1]:*",
+            "https://localhost:*",
+            "https://127.0.0.1:*",
+            "https://[::1]:*",
+        ]);
         assert_eq!(origin_policy(&default).unwrap(), OriginPolicy::Only(default.clone()));
         assert_eq!(origin_policy(&strings(&["*"])).unwrap(), OriginPolicy::Any);
         assert_eq!(origin_policy(&strings(&[""])).unwrap(), OriginPolicy::Only(vec![]));

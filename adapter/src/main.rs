@@ -11,6 +11,7 @@ mod limits;
 mod metrics;
 mod stdio;
 mod summarizer;
+mod tls;
 mod tools;
 mod transfer;
 mod ui;
@@ -23,7 +24,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 use clap::Parser;
-use config::{Cli, Command, CommonArgs, EmbedderKind, OriginPolicy, ServeArgs};
+use config::{Cli, Command, CommonArgs, EmbedderArgs, EmbedderKind, OriginPolicy, ServeArgs};
 use engram_embed::cache::Cached;
 use engram_embed::http::{HttpOptions, OllamaEmbedder, OpenAiEmbedder};
 use engram_embed::local::LocalEmbedder;
@@ -41,15 +42,9 @@ const EMBED_CACHE_ENTRIES: usize = 10_000;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to standard error in every mode: over stdio, standard output
-    // is the protocol.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,engram_mcp=info".into()),
-        )
-        .init();
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    init_logging(&command);
+    match command {
         Command::Serve(args) => serve(args).await,
         Command::Stdio(args) => stdio::run(args).await,
         Command::Export(args) => transfer::export(args).await,
@@ -57,33 +52,53 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// Logs go to standard error in every mode: over stdio, standard output is
+/// the protocol. RUST_LOG overrides the defaults: engram-mcp's own events
+/// from `info` up for the HTTP server and the file tools, warnings only over
+/// stdio (a desktop client shows a subprocess's standard error as its log,
+/// and a conversation should not fill it), and warnings only from the
+/// libraries (ONNX Runtime alone writes hundreds of lines at `info` while it
+/// loads the model). Colour only on a terminal.
+fn init_logging(command: &Command) {
+    use std::io::IsTerminal;
+    let default = match command {
+        Command::Stdio(_) => "warn",
+        _ => "warn,engram_mcp=info",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into()))
+        .init();
+}
+
 /// --model-dir, else where an installed engram-mcp keeps the model.
-fn model_dir(args: &CommonArgs) -> std::path::PathBuf {
+fn model_dir(args: &EmbedderArgs) -> std::path::PathBuf {
     args.model_dir.clone().unwrap_or_else(compat::default_model_dir)
 }
 
 /// --onnx-runtime, else where an installed engram-mcp keeps ONNX Runtime.
-fn onnx_runtime(args: &CommonArgs) -> std::path::PathBuf {
+fn onnx_runtime(args: &EmbedderArgs) -> std::path::PathBuf {
     args.onnx_runtime.clone().unwrap_or_else(compat::default_onnx_runtime)
 }
 
-pub(crate) fn build_embedder(args: &CommonArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
+pub(crate) fn build_embedder(args: &EmbedderArgs, dims: usize) -> anyhow::Result<Box<dyn Embedder>> {
     let service = |what: &str| -> anyhow::Result<(String, String)> {
         let url = args
-            .embedder_url
+            .url
             .clone()
             .with_context(|| format!("--embedder {what} needs --embedder-url"))?;
         let model = args
-            .embedder_model
+            .model
             .clone()
             .with_context(|| format!("--embedder {what} needs --embedder-model"))?;
         Ok((url, model))
     };
     let options = HttpOptions {
-        api_key: args.embedder_api_key.clone(),
+        api_key: args.api_key.clone(),
         ..HttpOptions::default()
     };
-    Ok(match args.embedder {
+    Ok(match args.kind {
         EmbedderKind::Local => Box::new(OnnxEmbedder::load(&model_dir(args), &onnx_runtime(args))?),
         EmbedderKind::LocalF32 => Box::new(LocalEmbedder::load(&model_dir(args))?),
         EmbedderKind::Openai => {
@@ -225,7 +240,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         .dims()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the engram database: {e}"))?;
-    let embedder = build_embedder(args, dims as usize)?;
+    let embedder = build_embedder(&args.embedder, dims as usize)?;
     if embedder.dims() != dims as usize {
         bail!(
             "the embedder {} produces {} dimensions but the database stores {dims}; run \
@@ -389,6 +404,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // every error under /v1, the guard's and authentication's included, as problem details
         .layer(middleware::from_fn(v1::problems_under_v1));
 
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -399,7 +419,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         db_role = %role,
         stateless = args.stateless,
         max_connections = args.max_connections,
-        "engram-mcp serving MCP at http://{}/mcp",
+        "engram-mcp serving MCP at {scheme}://{}/mcp",
         args.listen
     );
     let limits = ConnectionLimits {
@@ -407,6 +427,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
         body_timeout: std::time::Duration::from_millis(args.body_timeout_ms),
         body_deadline: std::time::Duration::from_millis(args.body_deadline_ms),
+        tls,
     };
     serve_connections(listener, app, limits, async move {
         shutdown_signal().await;
@@ -424,6 +445,8 @@ struct ConnectionLimits {
     header_timeout: std::time::Duration,
     body_timeout: std::time::Duration,
     body_deadline: std::time::Duration,
+    /// HTTPS: each connection's handshake, within `header_timeout`.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// The accept loop (HTTP/1.1): at most `limits.max` connections are open
@@ -442,7 +465,6 @@ async fn serve_connections(
     limits: ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    use tower::ServiceExt;
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max));
     let (closing, closed) = tokio::sync::watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -471,40 +493,83 @@ async fn serve_connections(
             },
         };
         let _ = stream.set_nodelay(true);
-        let (app, http) = (app.clone(), http.clone());
-        let (body_timeout, body_deadline) = (limits.body_timeout, limits.body_deadline);
-        let mut closed = closed.clone();
+        let connection = Connection {
+            app: app.clone(),
+            http: http.clone(),
+            peer,
+            body_timeout: limits.body_timeout,
+            body_deadline: limits.body_deadline,
+            closed: closed.clone(),
+        };
+        let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_timeout);
         tokio::spawn(async move {
             let _permit = permit;
-            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(|body| {
-                    let gaps = tower_http::timeout::TimeoutBody::new(body_timeout, body);
-                    axum::body::Body::new(body_deadline::DeadlineBody::new(gaps, body_deadline))
-                });
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(peer));
-                app.clone().oneshot(req)
-            });
-            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                _ = async move {
-                    let _ = closed.wait_for(|c| *c).await;
-                } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
-                }
+            match tls {
+                None => connection.serve(stream).await,
+                // A client that does not finish its handshake in time is
+                // cut off like one that does not send its headers.
+                Some(tls) => match tokio::time::timeout(handshake_timeout, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => connection.serve(stream).await,
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                },
             }
         });
     }
     let _ = closing.send(true);
     // Wait (a while) for the open connections to finish.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(6), open.acquire_many(limits.max as u32)).await;
+}
+
+/// One accepted connection, served until it ends or the server shuts down.
+struct Connection {
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    peer: std::net::SocketAddr,
+    body_timeout: std::time::Duration,
+    body_deadline: std::time::Duration,
+    closed: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Connection {
+    async fn serve<S>(self, stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        use tower::ServiceExt;
+        let Connection {
+            app,
+            http,
+            peer,
+            body_timeout,
+            body_deadline,
+            mut closed,
+        } = self;
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let mut req = req.map(|body| {
+                let gaps = tower_http::timeout::TimeoutBody::new(body_timeout, body);
+                axum::body::Body::new(body_deadline::DeadlineBody::new(gaps, body_deadline))
+            });
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(peer));
+            app.clone().oneshot(req)
+        });
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            }
+            _ = async move {
+                let _ = closed.wait_for(|c| *c).await;
+            } => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+            }
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM (what `scripts/run --stop`, systemd and Kubernetes send).

@@ -37,6 +37,12 @@ impl Metrics {
 
     pub fn render(&self, cache: (u64, u64), pool: (usize, usize)) -> String {
         let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP engram_build_info The engram-mcp release serving.\n# TYPE engram_build_info gauge\n\
+             engram_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
         let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = writeln!(
             out,

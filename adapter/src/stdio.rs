@@ -104,7 +104,14 @@ async fn caller(db: &crate::db::Db, args: &StdioArgs) -> anyhow::Result<Caller> 
         act_as: None,
         owner,
         internal: Ok(None),
-        session_id: args.session_id.clone(),
+        // One process is one MCP session (one initialize): without
+        // --session-id it gets an id of its own, so memory_capture works
+        // out of the box and two conversations never share a session.
+        session_id: Some(
+            args.session_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        ),
         platform,
     })
 }
@@ -117,6 +124,7 @@ pub async fn run(args: StdioArgs) -> anyhow::Result<()> {
         dims,
         db_role = %role,
         owner = %caller.owner,
+        session = caller.session_id.as_deref().unwrap_or_default(),
         "engram-mcp serving MCP over stdio"
     );
     let server = StdioServer {

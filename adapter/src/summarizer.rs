@@ -1,5 +1,5 @@
 //! Session summaries written by an OpenAI-compatible chat endpoint
-//! (`--summarizer-url`, SPEC 9): engram-mcp sends the session's events since
+//! (`--summarizer-url`): engram-mcp sends the session's events since
 //! its last summary and stores the answer with engram.summarize.
 
 use engram_core::context::one_line;

@@ -329,7 +329,7 @@ fn import_owner(
 }
 
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let db = connect(&args.common.database_url).await?;
+    let db = connect(&args.database_url).await?;
     let dims: i32 = db
         .query_one("SELECT engram._dims()", &[])
         .await
@@ -370,7 +370,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         }
     );
     let embedder: Option<Box<dyn Embedder>> = if args.reembed {
-        let e = crate::build_embedder(&args.common, dims as usize)?;
+        let e = crate::build_embedder(&args.embedder, dims as usize)?;
         if e.dims() != dims as usize {
             bail!(
                 "--reembed: the embedder {} produces {} dimensions but the database stores {dims}",

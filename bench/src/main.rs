@@ -76,7 +76,7 @@ struct Args {
     /// Only the retrieval-quality evaluation (a chat stored turn by turn; no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp"])]
     retrieval_only: bool,
-    /// Only vision_search at 1,000 and 10,000 images (SPEC 11; no vector data needed).
+    /// Only vision_search at 1,000 and 10,000 images (no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     vision_only: bool,
     /// Only the restore of the loaded memories from a logical backup (pg_dump -Fd, pg_restore on one and two
@@ -402,8 +402,8 @@ const WRITTEN_ROWS: [&str; 2] = [
 const RAW_EFS: [i32; 8] = [40, 64, 100, 160, 250, 400, 640, 1000];
 
 /// The smallest ef_search of `RAW_EFS` at which raw unfiltered HNSW reaches
-/// recall@10 0.95 on the queries (SPEC 7 compares at that ef: at 1M rows
-/// pgvector's default 40 reaches only ~0.7), with the recall there; the
+/// recall@10 0.95 on the queries (the search latency goal compares at that
+/// ef: at 1M rows pgvector's default 40 reaches only ~0.7), with the recall there; the
 /// largest when none does. The caller sets the ef it returns.
 async fn calibrate_raw_ef(c: &Client, st: &Statement, queries: &[Vector], truth: &[Vec<i64>]) -> (i32, f64) {
     let mut reached = (0, 0.0);
@@ -746,9 +746,10 @@ async fn main() {
         .prepare("INSERT INTO bench_raw (id, tags, embedding) VALUES ($1, '{}', $2)")
         .await
         .unwrap();
-    // What a user would write by hand for remember's result (SPEC 7): the
-    // INSERT and a k-NN of the 5 nearest already stored, in one statement
-    // (one round trip and one transaction, as remember is).
+    // What a user would write by hand for remember's result (the baseline
+    // of remember's throughput goal): the INSERT and a k-NN of the 5 nearest
+    // already stored, in one statement (one round trip and one transaction,
+    // as remember is).
     let pair = c_off
         .prepare(
             "WITH written AS (INSERT INTO bench_raw (id, tags, embedding) VALUES ($1, '{}', $2) RETURNING id)
@@ -860,7 +861,7 @@ async fn main() {
         continuity.capture_rate / raw_rate
     );
     println!();
-    println!("| goal row (SPEC 7) | ratio |");
+    println!("| goal row | ratio |");
     println!("|---|---:|");
     println!(
         "| **engram.remember / hand-written INSERT + k-NN** | {:.2}x |",

@@ -1,12 +1,12 @@
-//! The multi-tenant shape on one node (`--owners`, issue 20): `--rows`
-//! memories spread evenly over the owners (row n belongs to owner n mod
-//! owners, named `owner-42` in engram and 42 in `bench_raw.owner`), and
-//! each query searches one owner's memories, alone and with one tag. The
-//! baseline is raw pgvector's unfiltered HNSW over all rows at the ef that
-//! reaches recall 0.95 (SPEC 7's multi-tenant row): what a user pays for
-//! a k-NN when every tenant's rows share one table and one graph. Raw
-//! pgvector with the owner as a WHERE clause (a b-tree on it) is shown
-//! beside it.
+//! The multi-tenant shape on one node (`--owners`): `--rows` memories
+//! spread evenly over the owners (row n belongs to owner n mod owners,
+//! named `owner-42` in engram and 42 in `bench_raw.owner`), and each query
+//! searches one owner's memories, alone and with one tag. The baseline is
+//! raw pgvector's unfiltered HNSW over all rows at the ef that reaches
+//! recall 0.95 (what the multi-tenant latency goal compares with): what a
+//! user pays for a k-NN when every tenant's rows share one table and one
+//! graph. Raw pgvector with the owner as a WHERE clause (a b-tree on it) is
+//! shown beside it.
 
 use crate::stats::{recall, Samples};
 use crate::{

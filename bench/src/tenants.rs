@@ -1,4 +1,4 @@
-//! The multi-tenant shape on one node and on Citus (issue 19, SPEC 12):
+//! The multi-tenant shape on one node and on Citus (docs/SCALING.md):
 //! `--rows` memories spread over `--owners` owners, loaded into the same
 //! data in two databases: the single-node one (`--dsn`) and a distributed
 //! one on a Citus coordinator (`--citus-dsn`). Measured, interleaved so that

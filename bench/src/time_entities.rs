@@ -1,7 +1,7 @@
-//! What SPEC 13's time and entities cost (issue 21): the entity index on
-//! `remember` (the same remember with the entity trigger on and off) and the
-//! time window on `search` (the same hybrid search with and without a time
-//! in its text).
+//! What time and entities (docs/TIME_AND_ENTITIES.md) cost: the entity
+//! index on `remember` (the same remember with the entity trigger on and
+//! off) and the time window on `search` (the same hybrid search with and
+//! without a time in its text).
 
 use crate::progress;
 use pgvector::Vector;
@@ -105,7 +105,7 @@ pub async fn run(admin: &Client, e: &Client, n: usize, vectors: &[Vector], queri
         .unwrap();
     let (on, off) = (p50(std::mem::take(&mut ms[0])), p50(std::mem::take(&mut ms[1])));
     let (plain, timed) = (p50(plain), p50(timed));
-    println!("| time and entities (SPEC 13) | p50 ms | ratio |");
+    println!("| time and entities | p50 ms | ratio |");
     println!("|---|---:|---:|");
     println!("| engram.remember, entity trigger off (synchronous_commit off) | {off:.2} | 1.00x |");
     println!(

@@ -1,4 +1,4 @@
-//! vision_search (SPEC 11) against raw pgvector: one owner with 1,000 and
+//! vision_search against raw pgvector: one owner with 1,000 and
 //! one with 10,000 images, each with a 512-dimension embedding from a
 //! Gaussian mixture (CLIP's dimension), searched exactly by both: engram's
 //! `vision_search` (binding, checks, the owner's rows) and a plain

@@ -51,11 +51,11 @@ CREATE TABLE engram.memories (
     updated_at       timestamptz NOT NULL DEFAULT now(),
     expires_at       timestamptz,
     archived_at      timestamptz,
-    -- who may see it through the owner's ghost (SPEC 8.3): an accessor whose
+    -- who may see it through the owner's ghost: an accessor whose
     -- trust is at least this level. 5 (default): only accessors the owner
     -- trusts fully; 1: anyone the ghost talks to.
     access_level     smallint NOT NULL DEFAULT 5 CHECK (access_level BETWEEN 1 AND 5),
-    -- Time (since 0.13.0, SPEC 13): when what the memory tells happened
+    -- Time (since 0.13.0): when what the memory tells happened
     -- (default: when it was written), and the period its fact held, from
     -- valid_from (default occurred_at) until valid_to (NULL: still valid;
     -- a forced correction closes it). invalidated_at is when valid_to was
@@ -211,7 +211,7 @@ CREATE TABLE engram.node_secret (
 INSERT INTO engram.node_secret (secret)
 VALUES (uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()));
 
--- Sharing (SPEC 8.3, 8.4). Whether an owner's ghost talks to others at all,
+-- Sharing. Whether an owner's ghost talks to others at all,
 -- and the trust it gives accessors without a grant of their own.
 CREATE TABLE engram.ghost_settings (
     owner         text PRIMARY KEY CHECK (owner <> ''),
@@ -259,7 +259,7 @@ CREATE TABLE engram.group_members (
 -- committed or concurrent write). A table, not an advisory lock, so that no
 -- other role can take the lock.
 -- Since 0.7.0 it also holds what the owner stores against the per-owner
--- quotas (SPEC 8.5; kept by the counting triggers in sql/api/quotas.sql, under the
+-- quotas (kept by the counting triggers in sql/api/quotas.sql, under the
 -- same row lock, so a quota check never counts rows), and, after
 -- engram.erase_owner, when the owner was erased: a write that waited for
 -- the lock while the erasure ran, or whose transaction began before it,
@@ -276,7 +276,7 @@ CREATE TABLE engram.owner_locks (
     states      bigint NOT NULL DEFAULT 0
 );
 
--- Slots (agentmemory, SPEC 9): named, size-limited text blocks an agent
+-- Slots: named, size-limited text blocks an agent
 -- keeps at hand, global (workspace '') or per workspace, where a
 -- workspace's slot shadows the global one of the same label.
 CREATE TABLE engram.slots (
@@ -302,7 +302,7 @@ ALTER TABLE engram.grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.publications ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.slots ENABLE ROW LEVEL SECURITY;
 
--- Continuity (SPEC 9, seeds 001 Nexus and 004 MetaHuman), since 0.3.0.
+-- Continuity (docs/CONTINUITY.md), since 0.3.0.
 
 -- A workspace: a project the agent comes back to. Archived, never deleted
 -- (only erasing an owner removes it); a name is unique per owner.
@@ -348,8 +348,8 @@ CREATE TABLE engram.states (
 CREATE INDEX states_latest ON engram.states (owner, workspace_id, created_at DESC);
 
 -- A captured event: an episodic memory (the row in engram.memories holds
--- its content, session, importance and embedding) with what MetaHuman
--- records beside it. A memory erased erases its event.
+-- its content, session, importance and embedding) with the event's type,
+-- mode, tool call and file beside it. A memory erased erases its event.
 CREATE TABLE engram.events (
     memory_id       uuid NOT NULL,
     owner           text NOT NULL,
@@ -387,7 +387,7 @@ CREATE INDEX events_type ON engram.events (owner, event_type, created_at);
 CREATE INDEX memories_backlog ON engram.memories (owner, created_at)
     WHERE embedding IS NULL AND status = 'active';
 
--- Searches that found nothing (SPEC 9, metrics): what agents looked for in
+-- Searches that found nothing (for the metrics): what agents looked for in
 -- vain. Holds the query text, so erasing an owner erases these too.
 CREATE TABLE engram.misses (
     id            bigint GENERATED ALWAYS AS IDENTITY,
@@ -459,7 +459,7 @@ ALTER TABLE engram.scope_blocks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 
--- Vision memories (SPEC 11, since 0.6.0): images stored once per owner by
+-- Vision memories (since 0.6.0): images stored once per owner by
 -- content hash. Two kinds of reference keep an image: `refs` counts
 -- engram.image_put calls not yet given back by engram.image_release, and
 -- engram.image_holds lists the memories whose metadata names the image
@@ -535,7 +535,7 @@ ALTER TABLE engram.image_data ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.image_holds ENABLE ROW LEVEL SECURITY;
 
--- The named things each memory is about (since 0.13.0, SPEC 13): people,
+-- The named things each memory is about (since 0.13.0): people,
 -- organisations, projects, products, places, ids, handles, emails and URLs
 -- found in its content by engram-core's rules, and those its entity:NAME
 -- tags name. `key` folds case and accents ("José", "JOSE" -> "jose").

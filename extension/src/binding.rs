@@ -1,4 +1,4 @@
-//! Who a call acts for (SPEC 8.1).
+//! Who a call acts for (the owner binding, docs/SECURITY.md).
 //!
 //! The API functions run as the extension's owner (SECURITY DEFINER), so
 //! `current_user` inside them is not the caller. The role that called is the

@@ -29,9 +29,9 @@ static EXACT_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(300);
 /// an HNSW pass on the bench machine (docs/BENCHMARKS.md).
 static LIST_SEARCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(LIST_SEARCH_ROWS_DEFAULT);
 const LIST_SEARCH_ROWS_DEFAULT: i32 = 20_000;
-/// The largest image engram.image_put stores (SPEC 11).
+/// The largest image engram.image_put stores.
 static IMAGE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(engram_core::images::DEFAULT_MAX_BYTES);
-/// Per-owner quotas (SPEC 8.5): SUSET, so a restricted role cannot raise
+/// Per-owner quotas: SUSET, so a restricted role cannot raise
 /// its own. Counted in engram.owner_locks by triggers (sql/api/quotas.sql).
 static MAX_MEMORIES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 static MAX_EVENTS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
@@ -40,7 +40,7 @@ static MAX_IMAGE_KB_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1
 static MAX_SLOTS_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 static MAX_WORKSPACES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(1_000);
 static MAX_STATES_PER_OWNER: GucSetting<i32> = GucSetting::<i32>::new(100_000);
-/// Events of a session after which a summary is due (SPEC 9).
+/// Events of a session after which a summary is due.
 static SUMMARY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(20);
 /// The collection (owner) this session acts for; RLS binds engram_agent to it.
 /// SUSET: only superusers (and roles granted SET on it) set it directly;

@@ -1,4 +1,4 @@
-//! Vision memories (SPEC 11): the checks engram.image_put and the image
+//! Vision memories (docs/VISION.md): the checks engram.image_put and the image
 //! reference triggers run before they touch a row. The rules themselves are
 //! engram-core's `images` module.
 

@@ -1,5 +1,5 @@
 //! SQL bindings of the mode policy of captured events (engram-core's
-//! `policy`, SPEC 9): IMMUTABLE, and the only place SQL learns the rules.
+//! `policy`): IMMUTABLE, and the only place SQL learns the rules.
 
 use crate::errors::OrRaise;
 use engram_core::policy::{self, EventType, Mode, Role};

@@ -1,4 +1,4 @@
-//! Privilege that code of other roles cannot borrow (issue 18, finding 1).
+//! Privilege that code of other roles cannot borrow (docs/SECURITY.md).
 //!
 //! A privileged caller (a superuser, or a DBA granted `SET ON PARAMETER
 //! engram.owner`) may act for any owner without a token. Postgres lets code

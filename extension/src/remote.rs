@@ -1,4 +1,4 @@
-//! Bindings across the nodes of a Citus cluster (SPEC 12, docs/SCALING.md).
+//! Bindings across the nodes of a Citus cluster (docs/SCALING.md).
 //!
 //! On the coordinator `engram.bind` signs what it bound under a key derived
 //! from the database's secret and the token's stored hash

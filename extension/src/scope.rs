@@ -20,7 +20,7 @@ fn args<'a>(
     }
 }
 
-/// The tags that mark a ghost or agent memory (seed 000's table).
+/// The tags that mark a ghost or agent memory (see engram_core::tags).
 #[pg_extern(immutable, parallel_safe)]
 fn internal_tags(
     internal_type: Option<&str>,

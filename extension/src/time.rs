@@ -1,5 +1,5 @@
 //! SQL bindings of engram-core's time reading (`time_window`) and the
-//! search boost of memories in the window a query names (SPEC 13).
+//! search boost of memories in the window a query names.
 
 use chrono::{DateTime, Duration, Utc};
 use pgrx::prelude::*;

@@ -5,6 +5,7 @@ the binary that scripts/test built. Clients are the real `mcp` SDK from PyPI."""
 import contextlib
 import os
 import socket
+import ssl
 import subprocess
 import time
 import uuid
@@ -103,20 +104,23 @@ def tokens(database):
     return {"platform": mint("platform", "true"), "alice": mint("alice", "false"), "bob": mint("bob", "false")}
 
 
-def start(database, *extra, listen="127.0.0.1", env_extra=None):
+def start(database, *extra, listen="127.0.0.1", env_extra=None, tls_ca=None):
     """Starts engram-mcp on a free port of `listen` (logged in as engram_mcp, a
-    member of engram_agent only); returns (process, base URL on loopback)."""
+    member of engram_agent only); returns (process, base URL on loopback).
+    With tls_ca (the certificate's issuer, a PEM file), the server is
+    expected to serve HTTPS for localhost."""
     port = free_port()
     env = dict(os.environ, ENGRAM_DATABASE_URL=f"host={HOST} port={PORT} user=engram_mcp dbname={database}",
                ENGRAM_LISTEN=f"{listen}:{port}", ENGRAM_MODEL_DIR=MODEL_DIR, RUST_LOG="warn")
     env.update(env_extra or {})
     proc = subprocess.Popen([BIN, "serve", *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    base = f"https://localhost:{port}" if tls_ca else f"http://127.0.0.1:{port}"
+    verify = ssl.create_default_context(cafile=tls_ca) if tls_ca else True
     for _ in range(120):
         if proc.poll() is not None:
             raise RuntimeError("engram-mcp exited: " + proc.stdout.read().decode())
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
+            if httpx.get(base + "/health", timeout=1, verify=verify).status_code == 200:
                 return proc, base
         time.sleep(0.25)
     proc.kill()

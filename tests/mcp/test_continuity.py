@@ -1,7 +1,7 @@
-"""Continuity over MCP (SPEC 9), with the real `mcp` SDK: an agent that
-works in one session and resumes in another, captures embedded in the
-background (and after a kill -9), the mode policy, and summaries written by
-a real local chat-completions server."""
+"""Continuity over MCP (docs/CONTINUITY.md), with the real `mcp` SDK: an
+agent that works in one session and resumes in another, captures embedded in
+the background (and after a kill -9), the mode policy, and summaries written
+by a real local chat-completions server."""
 
 import asyncio
 import json

@@ -1,11 +1,11 @@
-"""Issue 18, the adapter's side: /api fails closed on headers that do not
-parse, the Host/Origin guard before everything (no token oracle), a cheap
-/health, no redirects or URL credentials towards the summarizer, no handler
-that hangs on a row it cannot read, read timeouts and a connection cap,
-status codes and retry hints, JSON-RPC errors for bodies that are not
-JSON-RPC, messages in the tools' words with capped echoes, length limits,
-and (test_continuity) the capture backlog drained by any tool call after a
-kill -9."""
+"""Hardening (docs/SECURITY.md), the adapter's side: /api fails closed on
+headers that do not parse, the Host/Origin guard before everything (no token
+oracle), a cheap /health, no redirects or URL credentials towards the
+summarizer, no handler that hangs on a row it cannot read, read timeouts and
+a connection cap, status codes and retry hints, JSON-RPC errors for bodies
+that are not JSON-RPC, messages in the tools' words with capped echoes,
+length limits, and (test_continuity) the capture backlog drained by any tool
+call after a kill -9."""
 
 import asyncio
 import http.server

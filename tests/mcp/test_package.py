@@ -1,4 +1,4 @@
-"""The Debian packages as a user installs them (issue 22): the extension's
+"""The Debian packages as a user installs them: the extension's
 package of scripts/package, a fresh PostgreSQL cluster that no script built
 engram into, CREATE EXTENSION engram CASCADE, ALTER EXTENSION engram UPDATE
 from the previous release, and engram-mcp's package started from /usr/bin as

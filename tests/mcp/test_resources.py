@@ -1,6 +1,7 @@
-"""Resources (ToolHive): the REST API for platform tokens, MCP resources/list
-and resources/read for every token of the owner, list_changed notifications,
-resources in search results, and no write path for agents."""
+"""Resources (human-curated entries agents only read): the REST API for
+platform tokens, MCP resources/list and resources/read for every token of
+the owner, list_changed notifications, resources in search results, and no
+write path for agents."""
 
 import asyncio
 

@@ -1,7 +1,8 @@
-"""SPEC 8 over MCP, with the Python SDK: what a ghost conversation may touch,
---tools enforced at call time, anonymous access, the login role, the
-embedding cache's scope, limits checked before embedding, pool and statement
-timeouts, and the arguments and headers the other tests do not cover."""
+"""The security rules (docs/SECURITY.md) over MCP, with the Python SDK: what
+a ghost conversation may touch, --tools enforced at call time, anonymous
+access, the login role, the embedding cache's scope, limits checked before
+embedding, pool and statement timeouts, and the arguments and headers the
+other tests do not cover."""
 
 import asyncio
 import http.server

@@ -3,15 +3,19 @@ desktop client launches, with the caller's token in ENGRAM_TOKEN. Same
 binding, scopes and tools as over HTTP; no internal context."""
 
 import contextlib
+import json
 import os
+import re
 import subprocess
 
 import pytest
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 
 from conftest import BIN, HOST, MODEL_DIR, PORT, call, new_database, psql
 from test_tools import BASIC, INTERNAL
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 pytestmark = pytest.mark.anyio
 
@@ -97,10 +101,10 @@ async def test_stdio_without_tokens_serves_the_local_owner():
     assert owner == psql(database, "SELECT engram._setting_anonymous_owner()") and owner
 
 
-async def test_an_installed_binary_finds_its_model_and_refuses_unknown_databases(database, tokens, tmp_path):
-    # The layout scripts/run installs: .engram/bin/engram-mcp beside
-    # .engram/models and .engram/lib. Launched from elsewhere, as a desktop
-    # client does, with no model flags or variables.
+def installed(tmp_path):
+    """The layout scripts/run installs: .engram/bin/engram-mcp beside
+    .engram/models and .engram/lib (returns the state directory, the binary
+    and a directory elsewhere to launch it from, as a desktop client does)."""
     state = tmp_path / "state"
     (state / "bin").mkdir(parents=True)
     (state / "models").mkdir()
@@ -112,6 +116,80 @@ async def test_an_installed_binary_finds_its_model_and_refuses_unknown_databases
     (state / "lib" / "libonnxruntime.so").symlink_to(os.path.abspath(os.environ["ENGRAM_ONNX_RUNTIME"]))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    return state, binary, elsewhere
+
+
+def readme_desktop_config():
+    """The desktop client configuration the README prints."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    block = re.search(r"```json\n(\{\"mcpServers\".*?)```", text, re.S)
+    assert block, "README.md shows a desktop configuration"
+    return json.loads(block.group(1).replace("eg_…", "eg_placeholder"))["mcpServers"]["engram"]
+
+
+async def test_the_readmes_desktop_config_is_quiet_and_each_run_is_a_session(tmp_path):
+    # The README's configuration, launched as a desktop client launches it:
+    # its command, arguments and environment, with this machine's paths, this
+    # test's database and a real token in place of the placeholders; no
+    # RUST_LOG, no --session-id.
+    database = new_database()
+    token = psql(database, "SELECT engram.create_token(owner => 'erin', label => 'desktop')")
+    state, binary, elsewhere = installed(tmp_path)
+    config = readme_desktop_config()
+    assert config["command"] == "/path/to/engram/.engram/bin/engram-mcp"
+    assert set(config["env"]) == {"ENGRAM_TOKEN"}, "the README's config needs nothing else"
+
+    def here(s):
+        s = s.replace("/path/to/engram/.engram", str(state))
+        return s.replace(f"host={state}/main/run port=5433 user=engram_mcp dbname=engram",
+                         f"host={HOST} port={PORT} user=engram_mcp dbname={database}")
+
+    args = [here(a) for a in config["args"]]
+    assert any(f"dbname={database}" in a for a in args), args
+    env = {**get_default_environment(), **config["env"], "ENGRAM_TOKEN": token}
+    sessions = []
+    for conversation in ("first", "second"):
+        log = tmp_path / f"{conversation}.stderr"
+        params = StdioServerParameters(command=here(config["command"]), args=args, env=env, cwd=str(elsewhere))
+        with open(log, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    # memory_capture works without a session id: the run is one
+                    r, err = await call(s, "memory_capture", event_type="observation",
+                                        content=f"the {conversation} conversation looked at the deploy logs")
+                    assert not err, r
+                    r, err = await call(s, "memory_sessions")
+                    assert not err, r
+                    sessions.append({x["session_id"] for x in r["sessions"]})
+        # Quiet: warnings only, and no colour codes when standard error is a file.
+        text = log.read_text()
+        assert "\x1b[" not in text, text[:2000]
+        assert not [line for line in text.splitlines() if " INFO " in line or " DEBUG " in line], text[:2000]
+        assert len(text.splitlines()) < 5, text[:2000]
+    first, second = sessions
+    assert len(first) == 1 and len(second) == 2 and first < second, "each run was a session of its own"
+    assert psql(database, "SELECT count(DISTINCT e.session_id) FROM engram.events e JOIN engram.memories m "
+                          "ON m.owner = e.owner AND m.id = e.memory_id WHERE e.owner = 'erin' "
+                          "AND m.content LIKE '%conversation looked at the deploy logs'") == "2"
+
+
+def test_onnx_runtime_is_the_version_engram_mcp_is_built_for(database, tokens):
+    # With ort's own messages shown, loading the library says its version and
+    # no "designed for ... may have compatibility issues" line.
+    env = stdio_env(database, tokens["alice"], RUST_LOG="ort=info")
+    p = subprocess.run([BIN, "stdio"], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=120)
+    loaded = re.search(r"Loaded ONNX Runtime dylib from .*version '([0-9.]+)'", p.stderr)
+    assert loaded, p.stderr[-3000:]
+    assert "designed for ONNX Runtime" not in p.stderr, p.stderr[-3000:]
+
+
+async def test_an_installed_binary_finds_its_model_and_refuses_unknown_databases(database, tokens, tmp_path):
+    # Launched from elsewhere, as a desktop client does, with no model flags
+    # or variables.
+    state, binary, elsewhere = installed(tmp_path)
 
     def env(db):
         e = stdio_env(db, tokens["alice"])

@@ -1,6 +1,6 @@
-"""Time through MCP (SPEC 13): remember's occurred_at / valid_from / valid_to,
-search's valid_at / known_at / reference_time and the window it reads, and
-tools that refuse arguments they do not take."""
+"""Time through MCP (docs/TIME_AND_ENTITIES.md): remember's occurred_at /
+valid_from / valid_to, search's valid_at / known_at / reference_time and the
+window it reads, and tools that refuse arguments they do not take."""
 
 import pytest
 

@@ -3,8 +3,9 @@ Export an owner, hard-forget every memory, import: the collection (ids,
 content, tags, metadata, embeddings, status, revisions) and the search
 results are the same; a second import creates nothing; embeddings of another
 dimension are refused without --reembed and recomputed with it. Since 0.7.0
-(issue 18): a file never picks its owner or vouches for its provenance, and
-the export file is private and never written through a planted link."""
+(docs/SECURITY.md): a file never picks its owner or vouches for its
+provenance, and the export file is private and never written through a
+planted link."""
 
 import json
 import os

@@ -1,8 +1,8 @@
-"""Vision memories over MCP (SPEC 11) with the Python SDK, against engram-mcp
---vision and a real local HTTP image-embedding service (image_embedder.py:
-colour histograms for images, colour words for texts): put, search by text
-and by image, the session filter, release, search again; memories holding
-images; isolation; and the tools' absence without --vision."""
+"""Vision memories over MCP (docs/VISION.md) with the Python SDK, against
+engram-mcp --vision and a real local HTTP image-embedding service
+(image_embedder.py: colour histograms for images, colour words for texts):
+put, search by text and by image, the session filter, release, search again;
+memories holding images; isolation; and the tools' absence without --vision."""
 
 import asyncio
 import base64

@@ -1,4 +1,4 @@
-//! The owner binding (SPEC 8.1), tried the way an attacker holding a
+//! The owner binding (docs/SECURITY.md), tried the way an attacker holding a
 //! restricted SQL session would: settings, role defaults, direct DML, the
 //! internal helpers, foreign ids, planted objects on the search_path. Every
 //! attempt must see 0 foreign rows and change nothing.

@@ -1,5 +1,5 @@
-//! engram on a real Citus cluster (SPEC 12): a coordinator and two workers
-//! that `scripts/test` starts with scripts/citus-lib.sh and engram
+//! engram on a real Citus cluster (docs/SCALING.md): a coordinator and two
+//! workers that `scripts/test` starts with scripts/citus-lib.sh and engram
 //! distributed in the database `ENGRAM_CITUS_DB`. The tests are `#[ignore]`d
 //! in the single-node run and run by the test command's Citus stage
 //! (`cargo test --test citus -- --ignored`), which says so when Citus is not

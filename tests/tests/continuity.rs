@@ -1,7 +1,7 @@
-//! Continuity (SPEC 9): workspaces, immutable states, captured events under
-//! the mode policy, the embedding backlog, sessions and summaries, the
-//! context package and search misses; through the restricted role, as an
-//! agent would call them.
+//! Continuity (docs/CONTINUITY.md): workspaces, immutable states, captured
+//! events under the mode policy, the embedding backlog, sessions and
+//! summaries, the context package and search misses; through the restricted
+//! role, as an agent would call them.
 
 use engram_tests::*;
 use serde_json::Value;
@@ -226,7 +226,8 @@ async fn states_are_immutable_and_their_names_are_never_reused() {
     assert!(msg.contains("memory_state_list"), "{msg}");
 }
 
-/// SPEC 9's table, written out here rather than asked of the code under test.
+/// The mode policy's table (docs/CONTINUITY.md, "Events and the mode
+/// policy"), written out here rather than asked of the code under test.
 fn spec_can_write(mode: &str, event: &str) -> bool {
     match mode {
         "dual" => true,

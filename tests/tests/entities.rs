@@ -1,6 +1,7 @@
-//! Entities (SPEC 13): engram-core's rules measured on labelled sets, the
-//! per-owner index the memories' triggers keep, engram.entities,
-//! engram.about and search(entity => ...), under RLS and erase.
+//! Entities (docs/TIME_AND_ENTITIES.md): engram-core's rules measured on
+//! labelled sets, the per-owner index the memories' triggers keep,
+//! engram.entities, engram.about and search(entity => ...), under RLS and
+//! erase.
 
 use engram_core::entities::{extract, key};
 use engram_tests::*;

@@ -1,7 +1,7 @@
-//! Issue 18, the SQL side: closed groups, every writer under the owner's
-//! lock, erasure that wins over queued writes, honest imports, per-owner
-//! quotas, and bad input that gets a SQLSTATE and a remedy and changes
-//! nothing. Each test fails on 0.6.0.
+//! Hardening (docs/SECURITY.md), the SQL side: closed groups, every writer
+//! under the owner's lock, erasure that wins over queued writes, honest
+//! imports, per-owner quotas, and bad input that gets a SQLSTATE and a
+//! remedy and changes nothing. Each test fails on 0.6.0.
 
 use engram_tests::*;
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! The mode policy of captured events, as SQL sees it (SPEC 9): the same
-//! rules as engram-core's unit tests, through the extension's bindings.
+//! The mode policy of captured events, as SQL sees it (docs/CONTINUITY.md):
+//! the same rules as engram-core's unit tests, through the extension's
+//! bindings.
 
 use engram_tests::*;
 

@@ -1,13 +1,14 @@
-//! Issue 18, finding 1: a privileged session's rights are never lent to code
-//! that an unprivileged role owns. The attacker is a role that is a member
-//! of `engram_agent` only and owns its own schema `app` (a common layout).
-//! Its code tries, each time, to read bob's memories into `app.loot`, raise
-//! bob's ghost `default_trust` and add `mallory` to the group `team` — run
-//! by a real ANALYZE, a real autovacuum, a DBA's call of its SECURITY
-//! DEFINER function, a trigger, a view, a column default, COPY and an event
-//! trigger. Every path worked on 0.6.0 (the privilege came from the session
-//! role); now each is refused with a message that names the reason, and
-//! bob's data is untouched. The DBA's own calls keep working.
+//! Privilege that cannot be borrowed (docs/SECURITY.md): a privileged
+//! session's rights are never lent to code that an unprivileged role owns.
+//! The attacker is a role that is a member of `engram_agent` only and owns
+//! its own schema `app` (a common layout). Its code tries, each time, to
+//! read bob's memories into `app.loot`, raise bob's ghost `default_trust`
+//! and add `mallory` to the group `team` — run by a real ANALYZE, a real
+//! autovacuum, a DBA's call of its SECURITY DEFINER function, a trigger, a
+//! view, a column default, COPY and an event trigger. Every path worked on
+//! 0.6.0 (the privilege came from the session role); now each is refused
+//! with a message that names the reason, and bob's data is untouched. The
+//! DBA's own calls keep working.
 
 use engram_tests::*;
 use tokio_postgres::Client;

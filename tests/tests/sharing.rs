@@ -1,4 +1,4 @@
-//! Trust-gated ghost reads, spaces and groups (SPEC 8.3, 8.4), through the
+//! Trust-gated ghost reads, spaces and groups (docs/SECURITY.md), through the
 //! restricted role: what each accessor sees, in both directions.
 
 use engram_tests::*;

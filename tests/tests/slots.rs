@@ -1,4 +1,4 @@
-//! Slots (SPEC 9, agentmemory): named, size-limited text blocks, global or
+//! Slots (docs/CONTINUITY.md): named, size-limited text blocks, global or
 //! per workspace, the workspace's shadowing the global one; through the
 //! restricted role.
 

@@ -1,7 +1,8 @@
-//! Time (SPEC 13): occurred_at, valid_from and valid_to on memories; reads
-//! of what is valid now, at valid_at, or as the store stood at known_at; a
-//! forced correction closing what it supersedes; engram.time_window and the
-//! search boost of memories in the window a query names.
+//! Time (docs/TIME_AND_ENTITIES.md): occurred_at, valid_from and valid_to on
+//! memories; reads of what is valid now, at valid_at, or as the store stood
+//! at known_at; a forced correction closing what it supersedes;
+//! engram.time_window and the search boost of memories in the window a query
+//! names.
 
 use engram_tests::*;
 

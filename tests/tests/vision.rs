@@ -1,5 +1,5 @@
-//! Vision memories in SQL (SPEC 11): images by content hash with reference
-//! counts, refusals that change nothing, owner isolation under the
+//! Vision memories in SQL (docs/VISION.md): images by content hash with
+//! reference counts, refusals that change nothing, owner isolation under the
 //! restricted role, exact vision search against a brute-force check, the
 //! session filter and the k clamp, and memories holding references.
 

@@ -1,4 +1,4 @@
-//! Group `core`, the entity tools (SPEC 13): what the owner's memories are
+//! Group `core`, the entity tools: what the owner's memories are
 //! about. The index lives in the extension (`engram.memory_entities`, kept
 //! by triggers); these tools read it through `engram.entities` and
 //! `engram.about`. memory_search's `entity` argument narrows a search to it.

@@ -1,5 +1,5 @@
-//! Group `events`: MetaHuman's captured events, sessions and summaries, and
-//! the context package (SPEC 9).
+//! Group `events`: captured events, sessions and summaries, and
+//! the context package (docs/CONTINUITY.md).
 //!
 //! `memory_capture` stores the event without an embedding and returns; the
 //! background worker (`crate::background`) embeds the backlog and, with
@@ -21,7 +21,7 @@ pub struct CaptureArgs {
     /// What happened, in plain language. Tool and file events may leave it out: it is written from tool_name,
     /// success and error, or from file_path.
     pub content: Option<String>,
-    /// The conversation this event belongs to; defaults to the X-Session-Id header.
+    /// The conversation this event belongs to; defaults to this MCP session (or the X-Session-Id header).
     pub session_id: Option<String>,
     /// dual (default: everything is kept), agent (only actions and summaries) or emulation (nothing is kept).
     pub mode: Option<String>,
@@ -68,7 +68,7 @@ pub struct ContextArgs {
     /// before 0.13.0, is still taken.)
     #[serde(alias = "query_text")]
     pub query: Option<String>,
-    /// This conversation's id; defaults to the X-Session-Id header.
+    /// This conversation's id; defaults to this MCP session (or the X-Session-Id header).
     pub session_id: Option<String>,
     /// The workspace you are resuming; without it, the workspace of the session's latest event.
     pub workspace: Option<String>,
@@ -104,7 +104,7 @@ pub struct ContextResult {
 pub struct SummarizeArgs {
     /// The summary of the session's events since its last summary.
     pub content: String,
-    /// Defaults to the X-Session-Id header.
+    /// Defaults to this MCP session (or the X-Session-Id header).
     pub session_id: Option<String>,
 }
 
@@ -137,7 +137,7 @@ pub struct SessionsResult {
     pub sessions: Vec<SessionItem>,
 }
 
-/// The session of a call: the argument, else the X-Session-Id header.
+/// The session of a call: the argument, else the caller's (X-Session-Id, the MCP session, or stdio's).
 /// The header's length is checked when it is read (caller::authenticate).
 fn session(arg: Option<String>, c: &Caller) -> Result<Option<String>, String> {
     check_opt("session_id", arg.as_deref(), MAX_ID_CHARS)?;

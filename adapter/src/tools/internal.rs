@@ -1,5 +1,5 @@
-//! Group `internal`: remember-mcp's five tools over the request's internal
-//! context (X-Internal-Type headers, SPEC 8.2).
+//! Group `internal`: the five tools over the request's internal
+//! context (X-Internal-Type headers, docs/SECURITY.md).
 
 use super::memories::{
     Filters, ListArgs, ListResult, QueryArgs, QueryResult, RememberArgs, RememberResult, SearchArgs, SearchResult,

@@ -1,4 +1,4 @@
-//! Group `core`: ToolHive's nine memory tools, and the embedding, ghost
+//! Group `core`: the nine core memory tools, and the embedding, ghost
 //! routing and listing they share with the internal tools.
 
 use super::*;

@@ -1,6 +1,6 @@
-//! The MCP tools, one module per tool group: `memories` (ToolHive's nine
-//! core tools) and `entities` (SPEC 13's two), `internal` (remember-mcp's five), `sharing`, `slots`,
-//! `workspace` and `events` (SPEC 9), and `vision` (SPEC 11, with
+//! The MCP tools, one module per tool group: `memories` (the nine core
+//! tools) and `entities` (two), `internal` (five), `sharing`, `slots`,
+//! `workspace` and `events` (docs/CONTINUITY.md), and `vision` (with
 //! `--vision`). Each tool validates its arguments,
 //! embeds text when needed, and calls exactly one engram SQL function
 //! through [`EngramServer::sql`], the shared path; every rule about memories
@@ -199,7 +199,7 @@ const EVENT_TOOLS: [&str; 4] = [
 pub(crate) const MAX_CONTENT_BYTES: usize = 256 * 1024;
 pub(crate) const MAX_QUERY_BYTES: usize = 65_536;
 
-/// What a ghost conversation's core write tools answer (SPEC 8.2).
+/// What a ghost conversation's core write tools answer (docs/SECURITY.md).
 const GHOST_WRITES: &str = "A ghost conversation writes only through memory_internal_create (the ghost's own \
                             memories of this conversation); memory_remember, memory_update and the other core \
                             write tools are not available with X-Internal-Type: ghost.";
@@ -525,10 +525,10 @@ fn json_of(rows: Vec<Row>) -> Result<Value, String> {
 }
 
 /// Internal tools are listed only to requests in an internal context; those
-/// requests (a ghost or agent conversation, remember-mcp's platform mode)
+/// requests (a ghost or agent conversation of a platform)
 /// are not the owner's own working sessions, so the continuity groups are
 /// not listed to them. The database refuses what a context may not do
-/// either way (SPEC 8.2).
+/// either way (docs/SECURITY.md).
 fn listed(tool: &str, has_internal: bool) -> bool {
     match Groups::of(tool) {
         "internal" => has_internal,

@@ -1,4 +1,4 @@
-//! Resources over MCP (ToolHive): the human-curated entries of the caller's
+//! Resources over MCP: the human-curated entries of the caller's
 //! owner (engram.resources, engram.resource_get) as `resources/list` and
 //! `resources/read` under `engram://resources/{id}`, and
 //! `notifications/resources/list_changed` to the owner's open sessions when

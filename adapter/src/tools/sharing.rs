@@ -1,4 +1,4 @@
-//! Group `sharing`: trust-gated ghost grants and publications (SPEC 8.3, 8.4).
+//! Group `sharing`: trust-gated ghost grants and publications (docs/SECURITY.md).
 
 use super::*;
 use rmcp::handler::server::common::Extension;

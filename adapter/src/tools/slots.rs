@@ -1,4 +1,4 @@
-//! Group `slots`: named, size-limited text blocks (SPEC 9, agentmemory).
+//! Group `slots`: named, size-limited text blocks (docs/CONTINUITY.md).
 
 use super::*;
 use rmcp::handler::server::common::Extension;

@@ -1,4 +1,4 @@
-//! Group `vision` (SPEC 11, off unless `--vision`): images stored by content
+//! Group `vision` (off unless `--vision`, docs/VISION.md): images stored by content
 //! hash and found again by a description (text -> image) or by a similar
 //! image (image -> image), through an image embedder whose texts and images
 //! share one space (CLIP).
@@ -35,7 +35,7 @@ pub struct ImagePutArgs {
     pub data: String,
     /// Its type: image/png, image/jpeg, image/gif, image/webp or image/bmp.
     pub mime: String,
-    /// The conversation the image belongs to; defaults to the X-Session-Id header.
+    /// The conversation the image belongs to; defaults to this MCP session (or the X-Session-Id header).
     pub session_id: Option<String>,
 }
 

@@ -1,4 +1,4 @@
-//! Group `workspace`: Nexus's workspaces and immutable states (SPEC 9).
+//! Group `workspace`: workspaces and immutable states (docs/CONTINUITY.md).
 //! Each tool is one engram.workspace_* or engram.state_* call; results are
 //! the JSON those functions return.
 

@@ -1,4 +1,4 @@
-//! Which stored memories a new one conflicts with, and why (issue 9).
+//! Which stored memories a new one conflicts with, and why.
 //!
 //! Cosine similarity alone cannot tell a fact's correction from a
 //! compatible fact on the same subject: with all-MiniLM-L6-v2, "the standup

@@ -1,6 +1,5 @@
-//! The context package (SPEC 9, seed 004 MetaHuman): what an agent needs to
-//! pick up where it left off, rendered for a prompt within a character
-//! budget.
+//! The context package (docs/CONTINUITY.md): what an agent needs to pick up
+//! where it left off, rendered for a prompt within a character budget.
 //!
 //! `engram.context` gathers the parts in SQL (the workspace's latest state,
 //! pinned slots, the latest summary, recent tool events, the top memories

@@ -1,4 +1,4 @@
-//! The named things a memory is about (SPEC 13, issue 21): people,
+//! The named things a memory is about (docs/TIME_AND_ENTITIES.md): people,
 //! organisations, projects, products, places, ids (ticket and error codes),
 //! @handles, emails and URLs, found in its content by rules, without a
 //! model. Tags `entity:NAME` add one by hand.

@@ -1,5 +1,5 @@
-//! Rules for vision memories (SPEC 11): which images engram stores, how they
-//! are named, and how memories point at them.
+//! Rules for vision memories (docs/VISION.md): which images engram stores,
+//! how they are named, and how memories point at them.
 //!
 //! An image is accepted when its declared MIME type is one of the raster
 //! formats engram-mcp's local CLIP embedder can decode *and* its first bytes

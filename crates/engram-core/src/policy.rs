@@ -1,4 +1,4 @@
-//! The mode policy of captured events (SPEC 9, seed 004 MetaHuman).
+//! The mode policy of captured events (docs/CONTINUITY.md).
 //!
 //! A conversation runs in a cognitive *mode*: `dual` (the owner working with
 //! the agent: everything is remembered), `agent` (the agent acting on its

@@ -1,6 +1,6 @@
-//! Trust, staleness and ranking formulas (defaults from the ToolHive memory
-//! server). All are pure functions of their arguments so that SQL can mark
-//! them IMMUTABLE; tunables arrive as arguments, filled from GUCs by callers.
+//! Trust, staleness and ranking formulas. All are pure functions of their
+//! arguments so that SQL can mark them IMMUTABLE; tunables arrive as
+//! arguments, filled from GUCs by callers.
 
 /// Days over which trust halves (`engram.trust_half_life_days`).
 pub const DEFAULT_TRUST_HALF_LIFE_DAYS: f64 = 180.0;

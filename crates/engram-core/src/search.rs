@@ -101,7 +101,7 @@ pub const BM25_B: f64 = 0.75;
 /// identity, which embeddings cannot see (OPS-4521 and OPS-4522 embed
 /// alike): the bonus lifts it above every row that only shares words or
 /// meaning with the query, so a ticket id is found even when the embeddings
-/// disagree (SPEC 4). As the text leg did since 0.4.0 (`ts_rank_cd` + 1).
+/// disagree. As the text leg did since 0.4.0 (`ts_rank_cd` + 1).
 pub const EXACT_MATCH_BONUS: f64 = 1.0;
 
 /// Distinct query terms the text leg weighs: a row's matched terms are a

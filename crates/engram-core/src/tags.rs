@@ -1,4 +1,4 @@
-//! Tag scopes for internal (ghost/agent) memories, as in remember-mcp.
+//! Tag scopes for internal (ghost/agent) memories.
 //!
 //! A user's collection may hold ghost memories from many ghost conversations;
 //! the tags below tell them apart. Isolation depends on these tags being

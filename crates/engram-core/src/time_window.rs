@@ -1,6 +1,6 @@
-//! The time a query names, read into a window (SPEC 13, issue 21): English
-//! relative and absolute expressions ("yesterday", "last week", "3 days
-//! ago", "on Monday", "in May 2023", "since March", "before May 5",
+//! The time a query names, read into a window (docs/TIME_AND_ENTITIES.md):
+//! English relative and absolute expressions ("yesterday", "last week", "3
+//! days ago", "on Monday", "in May 2023", "since March", "before May 5",
 //! "2023-05-05") against a reference time. Search boosts memories whose
 //! `occurred_at` falls in the window; nothing here filters.
 //!

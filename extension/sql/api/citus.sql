@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- scale-out on Citus (SPEC 12, docs/SCALING.md)
+-- scale-out on Citus (docs/SCALING.md)
 ---------------------------------------------------------------------------
 
 -- The tables engram.distribute() distributes by owner, co-located with
@@ -97,7 +97,7 @@ BEGIN
 END
 $fn$;
 
--- Distributes engram on a Citus coordinator (SPEC 12): every owner-scoped
+-- Distributes engram on a Citus coordinator: every owner-scoped
 -- table by owner, all co-located, so that one owner's rows live on one
 -- worker; tokens and group members as reference tables (read on every
 -- call, on every node). engram's functions stay on the coordinator (see

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- the context package (MetaHuman, SPEC 9)
+-- the context package (docs/CONTINUITY.md)
 ---------------------------------------------------------------------------
 
 -- What an agent needs to resume, in one call and within budget_chars: the

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- entities (SPEC 13): the named things memories are about
+-- entities: the named things memories are about
 ---------------------------------------------------------------------------
 
 -- Keeps engram.memory_entities equal to what the memories name (engram-core's
@@ -121,7 +121,7 @@ BEGIN
 END
 $fn$;
 
--- What the owner's memories say about one entity (SPEC 13), as jsonb:
+-- What the owner's memories say about one entity, as jsonb:
 --   entity:  {name, kind, memories} (the usual name and kind; memories 0
 --            when none names it);
 --   facts:   [{id, content, occurred_at, valid_from, valid_to}], the active

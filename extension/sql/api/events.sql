@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- continuity: events, sessions, summaries (MetaHuman, SPEC 9)
+-- continuity: events, sessions, summaries (docs/CONTINUITY.md)
 ---------------------------------------------------------------------------
 
 -- Whether `engram.summary_every` events (summaries not counted) have been

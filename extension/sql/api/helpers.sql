@@ -69,7 +69,7 @@ $fn$;
 -- on the elevated functions' search_path; every public function calls it
 -- first.
 
--- What the internal context of the binding allows (SPEC 8.2), for a call on
+-- What the internal context of the binding allows, for a call on
 -- memories of p_internal_type carrying p_scope. A ghost conversation
 -- (engram.bind(..., internal_type => 'ghost', ...)) writes and reads only
 -- the accessor's ghost memories of that ghost, and sees the ghost owner's
@@ -157,11 +157,11 @@ BEGIN
 END
 $fn$;
 
--- Trust of a memory's current content (SPEC's trust_score): its author,
+-- Trust of a memory's current content (scoring::trust_score): its author,
 -- its age and whether it is flagged. Corrections do not lower it: every
 -- update is made by the memory's owner (or an agent acting for it), and a
 -- correction by the owner re-checks the content, so a corrected memory is
--- as trusted as one never checked (issue 21: an updated memory ranked
+-- as trusted as one never checked (else an updated memory would rank
 -- below an unrelated one for its own words). correction_count still counts
 -- them, for the history and staleness (a fact corrected often changes
 -- often); trust_score's correction penalty is there for callers scoring

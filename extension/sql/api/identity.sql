@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- identity: tokens and the owner binding (SPEC 8.1)
+-- identity: tokens and the owner binding (docs/SECURITY.md)
 ---------------------------------------------------------------------------
 
 -- A usable token: not revoked, not expired.
@@ -66,7 +66,7 @@ END
 $fn$;
 
 -- Binds this transaction to an owner, for a restricted role the only way
--- to act at all (SPEC 8.1). A user token binds its own owner; a platform
+-- to act at all. A user token binds its own owner; a platform
 -- token may act_as any owner and set an internal context (the MCP headers
 -- X-Internal-Type and X-Ghost-*), which engram._check_context enforces.
 -- token => NULL binds engram.anonymous_owner, and only in a database that

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- quotas (SPEC 8.5): what each owner stores, counted in engram.owner_locks
+-- quotas: what each owner stores, counted in engram.owner_locks
 ---------------------------------------------------------------------------
 
 -- Adds p_delta to counter p_counter of owner p_owner; a growth that takes

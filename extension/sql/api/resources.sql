@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- resources (ToolHive): human-curated entries that agents read but never
+-- resources: human-curated entries that agents read but never
 -- change. Stored as memories with source = 'resource' (so search finds
 -- them, with the owner's isolation), the name in metadata.name. Every
 -- other write path refuses them (_require_writable, forget); only these

@@ -228,8 +228,8 @@ BEGIN
 END
 $fn$;
 
--- The k best memories of owner scope s as the store stood at p_known_at
--- (SPEC 13): the memories written by then, each with the content, tags and
+-- The k best memories of owner scope s as the store stood at p_known_at:
+-- the memories written by then, each with the content, tags and
 -- metadata of its revision current then, active then (archived or expired
 -- later counts as active), valid at s.valid_at (default p_known_at) as the
 -- store knew it then (a valid_to set later is not known yet). No index

@@ -31,7 +31,7 @@ CREATE TYPE engram.read_scope AS (
 -- vector leg, the text leg and the planner estimate, so the scope can never
 -- differ between them. Values are always bound, never spliced in. An active
 -- memory past its expires_at is expired already, before engram.expire()
--- marks it. A memory is valid from valid_from until valid_to (SPEC 13): a
+-- marks it. A memory is valid from valid_from until valid_to: a
 -- read sees what is valid now, or at $16.
 -- Two texts: an owner's scope names the owner by a plain equality (on Citus
 -- the statement then runs on that owner's shard alone), a scope of

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- sharing: trust-gated ghost reads, spaces and groups (SPEC 8.3, 8.4)
+-- sharing: trust-gated ghost reads, spaces and groups (docs/SECURITY.md)
 ---------------------------------------------------------------------------
 
 -- Whether an owner's ghost talks to others (enabled) and the trust it
@@ -277,7 +277,7 @@ BEGIN
     END IF;
     PERFORM engram._check_short('space', publish.space, 200);
     PERFORM engram._check_short('group_id', publish.group_id, 200);
-    -- A group is closed (SPEC 8.5): what is published there reaches its
+    -- A group is closed (docs/SECURITY.md): what is published there reaches its
     -- members' prompts, so only members, platform tokens and DBAs publish.
     IF publish.group_id IS NOT NULL AND NOT engram._privileged_or_platform()
        AND NOT EXISTS (SELECT 1 FROM engram.group_members g

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- slots (agentmemory, SPEC 9)
+-- slots: named, size-limited text blocks (docs/CONTINUITY.md)
 ---------------------------------------------------------------------------
 
 -- A required name (a slot label, a workspace or state name, a session

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- vision memories: images by content hash, CLIP embeddings (SPEC 11)
+-- vision memories: images by content hash, CLIP embeddings (docs/VISION.md)
 ---------------------------------------------------------------------------
 
 -- The dimension of image embeddings: the typmod of image_embeddings.embedding

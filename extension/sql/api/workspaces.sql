@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------
--- continuity: workspaces and states (Nexus, SPEC 9)
+-- continuity: workspaces and states (docs/CONTINUITY.md)
 ---------------------------------------------------------------------------
 
 -- One of the owner's workspaces by name; for a write it must be active.

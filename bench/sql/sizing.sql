@@ -1,0 +1,100 @@
+-- What a memory costs on disk and in memory: scripts/bench --sizing runs this
+-- with psql in a new database (psql variables rows, dims, owners) and prints
+-- its Markdown tables (docs/SIZING.md records them).
+--
+-- The load goes through engram.remember as a DBA would write for owners:
+-- every trigger, index, scope list, entity and audit row a memory brings.
+-- The text is about 230 characters (a fact an agent keeps), with two tags,
+-- a person named in it and a random unit vector of :dims dimensions; a
+-- tenth of the memories are then corrected once (a revision each). Sizes
+-- are read before and after, so the extension's empty tables do not count.
+\set ON_ERROR_STOP on
+\pset footer off
+SET client_min_messages = warning;
+
+CREATE TEMP TABLE sizing_before AS
+SELECT c.oid, pg_relation_size(c.oid) AS bytes
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'engram'
+   OR c.oid IN (SELECT reltoastrelid FROM pg_class k JOIN pg_namespace m ON m.oid = k.relnamespace
+                WHERE m.nspname = 'engram' AND reltoastrelid <> 0);
+
+\echo loading :rows memories of :dims dimensions for :owners owners
+SELECT count(*) AS stored FROM (
+  SELECT engram.remember(
+           owner => 'owner-' || (i % :owners),
+           content => format('%s told the %s team on call %s that the %s migration moves %s rows to the new ledger '
+                             'before %s; rollback plan in runbook %s, reviewers %s and %s, ticket LED-%s.',
+                             (ARRAY['Marta Keller', 'Jonas Weber', 'Aiko Tanaka', 'Priya Nair', 'Omar Haddad'])[1 + i % 5],
+                             (ARRAY['payments', 'search', 'billing', 'identity', 'growth', 'platform'])[1 + i % 6],
+                             i, (ARRAY['orders', 'invoices', 'accounts', 'events'])[1 + i % 4], (i * 7919) % 1000000,
+                             to_char(date '2026-01-01' + (i % 365), 'Mon DD'), 'RB-' || (i % 997),
+                             (ARRAY['Lee', 'Ruiz', 'Okafor', 'Schmidt'])[1 + i % 4],
+                             (ARRAY['Costa', 'Ivanova', 'Dubois', 'Kim'])[1 + (i / 4) % 4], i),
+           embedding => (SELECT (array_agg((random() - 0.5)::real))::vector FROM generate_series(1, :dims) WHERE i > 0),
+           tags => ARRAY['project:p' || (i % 20), 'topic:t' || (i % 7)],
+           force => true)
+  FROM generate_series(1, :rows) i) s;
+
+\echo correcting one memory in ten (a revision each)
+SELECT count(*) AS corrected FROM (
+  SELECT engram.update(id => m.id, owner => m.owner, content => m.content || ' Moved to the next sprint.',
+                       embedding => m.embedding)
+  FROM (SELECT id, owner, content, embedding FROM engram.memories ORDER BY id LIMIT (:rows / 10)) m) u;
+VACUUM ANALYZE;
+CHECKPOINT;
+
+CREATE TEMP TABLE sizing_after AS
+SELECT c.oid, c.relname, c.relkind, pg_relation_size(c.oid) AS bytes,
+       coalesce(t.relname, toast_of.relname, c.relname) AS owner_table
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+LEFT JOIN pg_class t ON t.oid = i.indrelid
+LEFT JOIN pg_class toast_of ON toast_of.reltoastrelid = c.oid
+WHERE c.relkind IN ('r', 'i', 't', 'm')
+  AND (n.nspname = 'engram'
+       OR c.oid IN (SELECT reltoastrelid FROM pg_class k JOIN pg_namespace m ON m.oid = k.relnamespace
+                    WHERE m.nspname = 'engram' AND reltoastrelid <> 0));
+
+-- Each relation's growth, in the part of a memory it belongs to.
+CREATE TEMP TABLE sizing AS
+SELECT a.relname, a.owner_table,
+       CASE WHEN a.relkind = 'i' AND am.amname = 'hnsw' THEN 'HNSW index'
+            WHEN a.relkind = 'i' THEN 'other indexes'
+            WHEN a.relkind = 't' THEN 'TOAST'
+            ELSE 'rows' END AS part,
+       a.bytes - coalesce(b.bytes, 0) AS grew
+FROM sizing_after a
+LEFT JOIN sizing_before b ON b.oid = a.oid
+LEFT JOIN pg_class c ON c.oid = a.oid
+LEFT JOIN pg_am am ON am.oid = c.relam;
+
+-- Markdown by hand: psql 15 has no markdown output format.
+\pset format unaligned
+\pset tuples_only on
+\echo
+\echo '### Bytes per memory, by table and part'
+\echo
+\echo '| table | part | bytes per memory | relations |'
+\echo '|---|---|---:|---|'
+SELECT format('| %s | %s | %s | %s |', grp, part, round(sum(grew)::numeric / :rows), string_agg(DISTINCT owner_table, ', '))
+FROM (SELECT CASE WHEN owner_table IN ('memories', 'revisions', 'audit_log') THEN owner_table
+                  WHEN owner_table LIKE 'scope%' THEN 'scope lists'
+                  WHEN owner_table LIKE '%entit%' THEN 'entities'
+                  ELSE 'other' END AS grp, part, grew, owner_table
+      FROM sizing WHERE grew > 0) g
+GROUP BY grp, part
+ORDER BY grp = 'other', grp, part;
+
+\echo
+\echo '### Totals'
+\echo
+\echo '| memories | dimensions | revisions | audit rows | bytes per memory | of which HNSW | disk per 1M memories | HNSW index per 1M (RAM to keep it cached) |'
+\echo '|---:|---:|---:|---:|---:|---:|---:|---:|'
+SELECT format('| %s | %s | %s | %s | %s | %s | %s | %s |', :rows, :dims,
+              (SELECT count(*) FROM engram.revisions), (SELECT count(*) FROM engram.audit_log),
+              round(sum(grew)::numeric / :rows),
+              round(sum(grew) FILTER (WHERE part = 'HNSW index')::numeric / :rows),
+              pg_size_pretty(sum(grew) * 1000000 / :rows),
+              pg_size_pretty(sum(grew) FILTER (WHERE part = 'HNSW index') * 1000000 / :rows))
+FROM sizing;
