@@ -66,4 +66,7 @@ cluster_stop main
 sed -i "s|^listen_addresses = .*|listen_addresses = '$LISTEN'|" "$(cluster_dir main)/pgdata/engram.conf"
 step "serving '$DB' on port $PORT (listening on '$LISTEN')"
 touch "$READY"
-exec runuser -u postgres -- "$PG_BIN/postgres" -D "$(cluster_dir main)/pgdata"
+# setpriv, not runuser: postgres itself becomes the container's first
+# process and gets the stop signal (SIGINT: a fast shutdown with a
+# checkpoint); runuser would stay in between and pass nothing on.
+exec setpriv --reuid=postgres --regid=postgres --init-groups -- "$PG_BIN/postgres" -D "$(cluster_dir main)/pgdata"

@@ -56,7 +56,18 @@ pub struct Caller {
     /// `Ok(None)`: no X-Internal-Type. `Err`: headers present but incomplete
     /// or unknown: every tool answers with that error.
     pub internal: Result<Option<Internal>, String>,
+    /// The session the client named (X-Session-Id, stdio's --session-id):
+    /// what every tool takes as "this session", memory_context included.
     pub session_id: Option<String>,
+    /// The conversation the transport implies when none is named: the MCP
+    /// session over HTTP (as a digest, never the live session id, which
+    /// would let another reader of the events resume the session), or the
+    /// stdio process's run. Only what a conversation writes takes it
+    /// (captured events, summaries, images); reads and the deduplication of
+    /// memories do not, so a new conversation still sees the last one's
+    /// summary. None when acting for a user (X-User-Id) or in an internal
+    /// context: one platform connection carries many users' conversations.
+    pub conversation: Option<String>,
     /// A platform token (what /api/resources requires; the database checks
     /// it again in engram.resource_*).
     pub platform: bool,
@@ -70,6 +81,16 @@ impl Caller {
             Err(e) => Err(e.clone()),
         }
     }
+}
+
+/// The session id an MCP session's events are stored under: a digest of the
+/// live `Mcp-Session-Id` (which would let whoever reads it resume or end the
+/// session), stable for the session's life.
+pub fn conversation_of(mcp_session_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(mcp_session_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("mcp-{hex}")
 }
 
 pub struct AuthState {
@@ -227,17 +248,25 @@ pub(crate) fn deny(status: StatusCode, message: &str) -> Response {
 ///   tokens may act for a user (`X-User-Id`) and set internal headers; user
 ///   tokens get 403 when they try.
 /// * Without a token: served only on a loopback listener, from a loopback
-///   peer, while no token exists at all, and never with platform rights.
+///   peer that is not a proxy forwarding someone else's request (no
+///   `Forwarded`, `X-Forwarded-For` or `X-Real-IP`), while no token exists
+///   at all, and never with platform rights.
 ///   Revoking the last token therefore never opens a network listener.
 ///
 /// The database checks the token again when each tool call binds with it
 /// (engram.bind): this middleware only answers early with 401/403.
 pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request, next: Next) -> Response {
-    let peer_loopback = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .is_some_and(|c| c.0.ip().is_loopback());
     let h = req.headers();
+    // A request a proxy forwarded comes from loopback but not from this
+    // machine's user: the proxy's forwarding headers say so.
+    let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|name| h.contains_key(*name));
+    let peer_loopback = !forwarded
+        && req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_some_and(|c| c.0.ip().is_loopback());
     let bearer = match header(h, "authorization") {
         Ok(None) => None,
         Ok(Some(v)) => match bearer(v) {
@@ -310,20 +339,16 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         }
     }
     let token = bearer.map(str::to_string);
-    // The conversation: X-Session-Id (or its longer alias) when the client
-    // names one, else the MCP session (Mcp-Session-Id, which the server
-    // issued at initialize), so that each MCP session is a conversation of
-    // its own without configuration.
-    let session_id = match header(h, "x-session-id")
-        .and_then(|s| match s {
-            Some(s) => Ok(Some(s)),
-            None => header(h, "x-conversation-session-id"),
-        })
-        .and_then(|s| match s {
-            Some(s) => Ok(Some(s)),
-            None => header(h, "mcp-session-id"),
-        }) {
+    let session_id = match header(h, "x-session-id").and_then(|s| match s {
+        Some(s) => Ok(Some(s)),
+        None => header(h, "x-conversation-session-id"),
+    }) {
         Ok(v) => v.map(str::to_string),
+        Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
+    };
+    let conversation = match header(h, "mcp-session-id") {
+        Ok(Some(mcp)) if user.is_none() && matches!(internal, Ok(None)) => Some(conversation_of(mcp)),
+        Ok(_) => None,
         Err(e) => return deny(StatusCode::BAD_REQUEST, &e),
     };
     let caller = Caller {
@@ -332,6 +357,7 @@ pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request,
         act_as: user,
         internal,
         session_id,
+        conversation,
         platform,
     };
     req.extensions_mut().insert(caller);
@@ -424,6 +450,16 @@ pub async fn guard_site(State(g): State<Arc<SiteGuard>>, req: Request, next: Nex
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_mcp_session_is_stored_as_a_digest() {
+        let id = "4b59debf-c297-4ce0-b33e-b4dcf061b6ba";
+        let stored = conversation_of(id);
+        assert_eq!(stored, conversation_of(id), "stable for the session's life");
+        assert!(stored.starts_with("mcp-") && stored.len() == 36, "{stored}");
+        assert!(!stored.contains(&id[..8]), "the live id is not readable from it");
+        assert_ne!(stored, conversation_of("another-session"));
+    }
     #[test]
     fn hosts_are_matched_as_rmcp_matches_them() {
         let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "mcp.example.com:8443"]

@@ -41,7 +41,7 @@ pub enum Command {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
     /// Postgres connection string of the database to export from.
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// The owner whose memories to export.
     #[arg(long, required_unless_present = "all_owners")]
@@ -77,7 +77,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub reembed: bool,
     /// Postgres connection string of the database to import into.
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     #[command(flatten)]
     pub embedder: EmbedderArgs,
@@ -217,13 +217,13 @@ pub struct EmbedderArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Postgres connection string (libpq key=value or URL) of a database with the engram extension.
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// A hot standby of that database (streaming replication): the read-only tools (memory_search,
     /// memory_recall, memory_list, memory_context, ...) are served there, writes by the primary. Replication
     /// is asynchronous unless the primary says otherwise, so a read may briefly miss a write just made
     /// (see docs/SCALING.md). When the standby is unreachable, reads fall back to the primary.
-    #[arg(long, env = "ENGRAM_READ_DATABASE_URL")]
+    #[arg(long, env = "ENGRAM_READ_DATABASE_URL", hide_env_values = true)]
     pub read_database_url: Option<String>,
     #[command(flatten)]
     pub embedder: EmbedderArgs,

@@ -584,6 +584,7 @@ mod tests {
             owner: "alice".into(),
             internal: Err("header x-ghost-owner was sent more than once; send it once".into()),
             session_id: None,
+            conversation: None,
             platform: true,
         };
         let e = db.call(&caller, "SELECT 1", &[]).await.unwrap_err();

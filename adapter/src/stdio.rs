@@ -104,14 +104,12 @@ async fn caller(db: &crate::db::Db, args: &StdioArgs) -> anyhow::Result<Caller> 
         act_as: None,
         owner,
         internal: Ok(None),
-        // One process is one MCP session (one initialize): without
-        // --session-id it gets an id of its own, so memory_capture works
-        // out of the box and two conversations never share a session.
-        session_id: Some(
-            args.session_id
-                .clone()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        ),
+        session_id: args.session_id.clone(),
+        // One process is one conversation (one initialize): without
+        // --session-id what it captures goes to a session of its own, so
+        // memory_capture works out of the box and two conversations never
+        // share a session.
+        conversation: Some(format!("stdio-{}", uuid::Uuid::new_v4())),
         platform,
     })
 }
@@ -124,7 +122,7 @@ pub async fn run(args: StdioArgs) -> anyhow::Result<()> {
         dims,
         db_role = %role,
         owner = %caller.owner,
-        session = caller.session_id.as_deref().unwrap_or_default(),
+        session = caller.session_id.as_deref().or(caller.conversation.as_deref()).unwrap_or_default(),
         "engram-mcp serving MCP over stdio"
     );
     let server = StdioServer {

@@ -1,16 +1,23 @@
 //! HTTPS without a proxy: `serve --tls-cert/--tls-key`. The certificate
 //! chain and key are PEM files (what certbot, step-ca or openssl write);
-//! engram-mcp reads them again when either file changes, so a renewed
-//! certificate is served from the next connection on without a restart,
-//! and a renewal that leaves an unreadable or mismatched pair keeps the
-//! last good one (with a warning) rather than failing every handshake.
+//! engram-mcp reads them again when either file changes (looked at once a
+//! second at most, from the handshakes), so a renewed certificate is served
+//! without a restart, and a renewal that leaves an unreadable or mismatched
+//! pair keeps the last good one (with a warning, tried again every few
+//! seconds) rather than failing every handshake.
 
 use anyhow::{bail, Context};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often the files are looked at, and how soon a pair that failed to
+/// load is tried again although the files look unchanged (a writer caught
+/// halfway can leave a stamp that does not change again).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+const RETRY_FAILED: Duration = Duration::from_secs(10);
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
@@ -29,7 +36,11 @@ pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
     let resolver = Reloading {
         pair,
         provider: provider.clone(),
-        current: Mutex::new(loaded),
+        current: Mutex::new(State {
+            loaded,
+            looked: Instant::now(),
+            failed: None,
+        }),
     };
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -47,21 +58,27 @@ struct Pair {
     key: PathBuf,
 }
 
-/// A certificate chain and key as served, with the files' modification
-/// times they were read at.
+/// What a file looked like: modification time, length, inode (a file
+/// replaced by a rename is a new inode).
+type FileStamp = Option<(SystemTime, u64, u64)>;
+
+/// A certificate chain and key as served, with what the files looked like
+/// when they were read.
 #[derive(Debug)]
 struct Loaded {
-    stamp: (Option<SystemTime>, Option<SystemTime>),
+    stamp: (FileStamp, FileStamp),
     key: Arc<CertifiedKey>,
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+fn file_stamp(path: &Path) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
 impl Pair {
-    fn stamp(&self) -> (Option<SystemTime>, Option<SystemTime>) {
-        (modified(&self.cert), modified(&self.key))
+    fn stamp(&self) -> (FileStamp, FileStamp) {
+        (file_stamp(&self.cert), file_stamp(&self.key))
     }
 
     fn load(&self, provider: &CryptoProvider) -> anyhow::Result<Loaded> {
@@ -96,32 +113,47 @@ impl Pair {
     }
 }
 
-/// Serves the pair as last read, reading it again when a file's
-/// modification time changes (two stat calls per handshake).
+/// Serves the pair as last read, reading it again when a file changes.
 #[derive(Debug)]
 struct Reloading {
     pair: Pair,
     provider: Arc<CryptoProvider>,
-    current: Mutex<Loaded>,
+    current: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    loaded: Loaded,
+    /// When the files were last looked at.
+    looked: Instant,
+    /// The stamp and time of the last failed load.
+    failed: Option<((FileStamp, FileStamp), Instant)>,
 }
 
 impl ResolvesServerCert for Reloading {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let stamp = self.pair.stamp();
-        if stamp != current.stamp {
-            match self.pair.load(&self.provider) {
-                Ok(loaded) => {
-                    tracing::info!(cert = %self.pair.cert.display(), "TLS certificate reloaded");
-                    *current = loaded;
-                }
-                Err(e) => {
-                    // Tried again only when the files change again.
-                    current.stamp = stamp;
-                    tracing::warn!(error = format!("{e:#}"), "TLS: keeping the certificate in use");
+        let mut state = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if state.looked.elapsed() >= LOOK_EVERY {
+            state.looked = Instant::now();
+            let stamp = self.pair.stamp();
+            let retry = match &state.failed {
+                Some((failed, at)) => *failed != stamp || at.elapsed() >= RETRY_FAILED,
+                None => true,
+            };
+            if stamp != state.loaded.stamp && retry {
+                match self.pair.load(&self.provider) {
+                    Ok(loaded) => {
+                        tracing::info!(cert = %self.pair.cert.display(), "TLS certificate reloaded");
+                        state.loaded = loaded;
+                        state.failed = None;
+                    }
+                    Err(e) => {
+                        state.failed = Some((stamp, Instant::now()));
+                        tracing::warn!(error = format!("{e:#}"), "TLS: keeping the certificate in use");
+                    }
                 }
             }
         }
-        Some(current.key.clone())
+        Some(state.loaded.key.clone())
     }
 }

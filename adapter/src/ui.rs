@@ -1,8 +1,10 @@
-//! The memory browser: a static page at /ui whose script talks to /api with
-//! the token the person enters (kept in the tab's sessionStorage, sent as a
-//! bearer header, never a cookie, so no other site can act with it). Stored
-//! text is only ever inserted as text (never as HTML), and the page forbids
-//! inline and foreign scripts and framing.
+//! The memory dashboard: a static page at /ui whose script talks to /api
+//! with the token the person enters (kept in the tab's sessionStorage, sent
+//! as a bearer header, never a cookie, so no other site can act with it).
+//! Its views have addresses in the URL's fragment (`/ui#/memory/<id>`), so
+//! the server serves the same three files for all of them (docs/UI.md).
+//! Stored text is only ever inserted as text (never as HTML), and the page
+//! forbids inline and foreign scripts and styles, and framing.
 
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::IntoResponse;

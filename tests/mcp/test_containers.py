@@ -88,6 +88,8 @@ async def test_compose_serves_remembers_searches_and_keeps_data_across_a_restart
 
     # engram is preloaded in the image's PostgreSQL, and the login role
     # engram-mcp uses is no superuser.
+    assert db_sql("select extversion from pg_extension where extname = 'vector'").startswith("0.8"), \
+        "pgvector 0.8 (bookworm packages only 0.4)"
     preload = db_sql("show shared_preload_libraries")
     assert "engram" in [p.strip() for p in preload.split(",")], preload
     assert db_sql("select rolsuper from pg_roles where rolname = 'engram_mcp'") == "f"
@@ -106,8 +108,16 @@ async def test_compose_serves_remembers_searches_and_keeps_data_across_a_restart
         assert not err, hits
         assert any("podman-compose" in h["content"] for h in hits["results"]), hits
 
-    # A restart of both containers (the volume stays) keeps the memory and
-    # the token.
+    # Both stop cleanly on their stop signals (PostgreSQL with a shutdown
+    # checkpoint, not killed after the grace period), then a restart of
+    # both containers (the volume stays) keeps the memory and the token.
+    for service in ("mcp", "db"):
+        name = f"{PROJECT}_{service}_1"
+        started = time.time()
+        run("podman", "stop", "-t", "60", name)
+        assert time.time() - started < 30, f"{service} took {time.time() - started:.0f} s to stop"
+        code = run("podman", "inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+        assert code == "0", f"{service} exited with {code} on its stop signal"
     run(*stack["compose"], "down", env=stack["env"])
     run(*stack["compose"], "up", "-d", env=stack["env"])
     wait_healthy(base)

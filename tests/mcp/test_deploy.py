@@ -131,8 +131,14 @@ def test_the_dashboard_and_alerts_query_metrics_that_exist(server, tokens):
     assert len(ids) == len(set(ids))
 
 
+SECRET_URL = "host=db user=engram_mcp password=hunter2-not-shown dbname=engram"
+
+
 def help_of(*command):
-    return subprocess.run([BIN, *command, "--help"], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ, ENGRAM_DATABASE_URL=SECRET_URL, ENGRAM_READ_DATABASE_URL=SECRET_URL)
+    text = subprocess.run([BIN, *command, "--help"], capture_output=True, text=True, check=True, env=env).stdout
+    assert "hunter2" not in text, f"{command} --help prints the database password"
+    return text
 
 
 def flags(text):

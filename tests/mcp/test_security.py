@@ -121,6 +121,10 @@ async def test_anonymous_requests_only_on_loopback_without_tokens(open_database,
     post = lambda base, **h: httpx.post(base + "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, **h}, timeout=10)
     with serving(open_database) as base:
         assert post(base).status_code == 200
+        # a request a local reverse proxy forwards is not this machine's user
+        for forwarded in ({"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"},
+                          {"X-Real-IP": "203.0.113.9"}):
+            assert post(base, **forwarded).status_code == 401, forwarded
         # anonymous callers never get platform rights
         assert post(base, **{"X-User-Id": "alice"}).status_code == 403
         assert post(base, **{"X-Internal-Type": "agent"}).status_code == 403

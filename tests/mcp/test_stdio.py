@@ -163,6 +163,15 @@ async def test_the_readmes_desktop_config_is_quiet_and_each_run_is_a_session(tmp
                     r, err = await call(s, "memory_sessions")
                     assert not err, r
                     sessions.append({x["session_id"] for x in r["sessions"]})
+                    if conversation == "first":
+                        r, err = await call(s, "memory_summarize",
+                                            content="Summary: the deploy logs showed a failed migration on ledger-7")
+                        assert not err, r
+                    else:
+                        # a new conversation still starts from the last one's summary
+                        r, err = await call(s, "memory_context")
+                        assert not err, r
+                        assert "failed migration on ledger-7" in json.dumps(r), r
         # Quiet: warnings only, and no colour codes when standard error is a file.
         text = log.read_text()
         assert "\x1b[" not in text, text[:2000]

@@ -21,7 +21,7 @@ pub struct CaptureArgs {
     /// What happened, in plain language. Tool and file events may leave it out: it is written from tool_name,
     /// success and error, or from file_path.
     pub content: Option<String>,
-    /// The conversation this event belongs to; defaults to this MCP session (or the X-Session-Id header).
+    /// The conversation this event belongs to; defaults to the X-Session-Id header, else this MCP session.
     pub session_id: Option<String>,
     /// dual (default: everything is kept), agent (only actions and summaries) or emulation (nothing is kept).
     pub mode: Option<String>,
@@ -68,7 +68,7 @@ pub struct ContextArgs {
     /// before 0.13.0, is still taken.)
     #[serde(alias = "query_text")]
     pub query: Option<String>,
-    /// This conversation's id; defaults to this MCP session (or the X-Session-Id header).
+    /// This conversation's id; defaults to the X-Session-Id header, else this MCP session.
     pub session_id: Option<String>,
     /// The workspace you are resuming; without it, the workspace of the session's latest event.
     pub workspace: Option<String>,
@@ -137,11 +137,18 @@ pub struct SessionsResult {
     pub sessions: Vec<SessionItem>,
 }
 
-/// The session of a call: the argument, else the caller's (X-Session-Id, the MCP session, or stdio's).
-/// The header's length is checked when it is read (caller::authenticate).
+/// The session a read is about: the argument, else the one the client
+/// named (X-Session-Id, --session-id). The header's length is checked when
+/// it is read (caller::authenticate).
 fn session(arg: Option<String>, c: &Caller) -> Result<Option<String>, String> {
     check_opt("session_id", arg.as_deref(), MAX_ID_CHARS)?;
     Ok(arg.or_else(|| c.session_id.clone()))
+}
+
+/// The session a write goes to: as [`session`], else the conversation the
+/// transport implies (the MCP session, the stdio run).
+pub(super) fn writing_session(arg: Option<String>, c: &Caller) -> Result<Option<String>, String> {
+    Ok(session(arg, c)?.or_else(|| c.conversation.clone()))
 }
 
 #[tool_router(router = events_router, vis = "pub(super)")]
@@ -160,7 +167,7 @@ impl EngramServer {
     ) -> Result<Json<CaptureResult>, String> {
         self.run("memory_capture", async {
             let c = caller(&parts)?;
-            let session = session(a.session_id, &c)?;
+            let session = writing_session(a.session_id, &c)?;
             let parent = a.parent_event_id.as_deref().map(parse_id).transpose()?;
             let occurred_at = super::memories::moment("occurred_at", a.occurred_at.as_deref())?;
             if let Some(text) = &a.content {
@@ -291,7 +298,7 @@ impl EngramServer {
         self.run("memory_summarize", async {
             let c = caller(&parts)?;
             check_size("content", &a.content, MAX_CONTENT_BYTES)?;
-            let session = session(a.session_id, &c)?;
+            let session = writing_session(a.session_id, &c)?;
             let rows = self
                 .shared
                 .db

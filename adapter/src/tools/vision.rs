@@ -35,7 +35,7 @@ pub struct ImagePutArgs {
     pub data: String,
     /// Its type: image/png, image/jpeg, image/gif, image/webp or image/bmp.
     pub mime: String,
-    /// The conversation the image belongs to; defaults to this MCP session (or the X-Session-Id header).
+    /// The conversation the image belongs to; defaults to the X-Session-Id header, else this MCP session.
     pub session_id: Option<String>,
 }
 
@@ -173,8 +173,7 @@ impl EngramServer {
         self.run("memory_image_put", async {
             let (c, _) = self.vision_caller(&parts)?;
             let data = decode_base64("data", &a.data)?;
-            check_opt("session_id", a.session_id.as_deref(), MAX_ID_CHARS)?;
-            let session = a.session_id.clone().or_else(|| c.session_id.clone());
+            let session = super::events::writing_session(a.session_id.clone(), &c)?;
             let rows = self
                 .shared
                 .db

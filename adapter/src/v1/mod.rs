@@ -188,6 +188,8 @@ fn acting(c: &Caller, user_id: Option<&str>) -> V1<Caller> {
     Ok(Caller {
         act_as: Some(user.to_string()),
         owner: user.to_string(),
+        // acting for a user: no conversation implied by the connection
+        conversation: None,
         ..c.clone()
     })
 }
@@ -437,6 +439,7 @@ mod tests {
             owner: act_as.unwrap_or("app").into(),
             internal: Ok(None),
             session_id: None,
+            conversation: None,
             platform,
         }
     }
