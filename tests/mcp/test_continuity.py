@@ -91,7 +91,7 @@ async def test_an_agent_resumes_across_sessions(server, tokens, database):
         assert r["state"] is None and r["tool_events"] == [] and r["summary"] is None
 
 
-async def test_the_mode_policy_over_mcp(server, tokens):
+async def test_the_mode_policy_over_mcp(server, database, tokens):
     async with mcp_session(server, tokens["alice"], **{"X-Session-Id": "modes"}) as s:
         r, err = await call(s, "memory_capture", event_type="conversation", content="hi", mode="emulation")
         assert not err and r["status"] == "skipped" and "emulation" in r["reason"] and r["id"] is None
@@ -101,7 +101,17 @@ async def test_the_mode_policy_over_mcp(server, tokens):
         assert r["status"] == "captured"
         text, err = await call(s, "memory_capture", event_type="dream", content="x")
         assert err and "conversation, tool_invocation" in text
+    # Without X-Session-Id the MCP session is the conversation (stored as a
+    # digest of the session id, never the id itself) ...
     async with mcp_session(server, tokens["alice"]) as s:
+        r, err = await call(s, "memory_capture", event_type="observation", content="no session named")
+        assert not err and r["status"] == "captured", r
+    stored = psql(database, "SELECT e.session_id FROM engram.events e JOIN engram.memories m "
+                            "ON m.owner = e.owner AND m.id = e.memory_id WHERE m.content = 'no session named'")
+    assert stored.startswith("mcp-") and len(stored) == 36, stored
+    # ... but a platform acting for a user carries many users' conversations
+    # on one connection, so it names the session.
+    async with mcp_session(server, tokens["platform"], **{"X-User-Id": "alice"}) as s:
         text, err = await call(s, "memory_capture", event_type="observation", content="no session")
         assert err and "session_id is required" in text
 

@@ -10,6 +10,7 @@ import re
 import socket
 import ssl
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -79,12 +80,14 @@ def test_https_with_a_renewed_certificate_and_no_plain_http(database, tokens, pk
         # A renewal writes new files (the key first, then the certificate,
         # as certbot's deploy does); the next connection gets the new pair
         # without a restart. In between, the old pair keeps serving.
+        # (engram-mcp looks at the files once a second)
         crt2, key2 = issue(d, "renewed", ca)
         live_key.write_text(open(key2).read())
+        time.sleep(1.2)
         assert httpx.get(base + "/health", verify=verify).status_code == 200
         assert served_certificate(base) == der(crt)
         live_crt.write_text(open(crt2).read())
-        os.utime(live_crt, None)
+        time.sleep(1.2)
         assert served_certificate(base) == der(crt2)
         assert httpx.get(base + "/health", verify=verify).status_code == 200
 

@@ -281,3 +281,84 @@ async fn minted_tokens_die_with_their_minter_and_are_capped_per_minter() {
     assert_eq!(binds(&db, &minted).await.unwrap_err().0, "28000");
     assert_eq!(binds(&db, &from_other).await, Ok("alice".to_string()));
 }
+
+/// A platform token lists the owners with what each holds (a dashboard's
+/// owner list), by prefix and in pages; a user token, an agent or ghost
+/// context of the platform token, and bad arguments are refused.
+#[tokio::test]
+async fn a_platform_token_lists_the_owners() {
+    let db = TestDb::new(4).await;
+    for (owner, n) in [("acme:alice", 2), ("acme:bob", 1), ("zeta:carol", 1)] {
+        for i in 0..n {
+            remember(
+                &db.admin,
+                owner,
+                &format!("{owner} note {i}"),
+                &axis(4, i, 1.0),
+                "force => true",
+            )
+            .await;
+        }
+    }
+    db.admin
+        .batch_execute("SELECT engram.slot_set(owner => 'zeta:dan', label => 'plan', content => 'ship it')")
+        .await
+        .unwrap();
+    let platform = db.token("app", true).await;
+    let app = bound_with(&db, &platform, None).await;
+    let list = |sql: &'static str| {
+        let app = &app;
+        async move {
+            app.query(sql, &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1), r.get::<_, i64>(2)))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        list("SELECT owner, memories, slots FROM engram.owners()").await,
+        vec![
+            ("acme:alice".into(), 2, 0),
+            ("acme:bob".into(), 1, 0),
+            ("zeta:carol".into(), 1, 0),
+            ("zeta:dan".into(), 0, 1)
+        ]
+    );
+    assert_eq!(
+        list("SELECT owner, memories, slots FROM engram.owners(prefix => 'acme:')").await,
+        vec![("acme:alice".into(), 2, 0), ("acme:bob".into(), 1, 0)]
+    );
+    assert_eq!(
+        list("SELECT owner, memories, slots FROM engram.owners(after => 'acme:bob', \"limit\" => 1)").await,
+        vec![("zeta:carol".into(), 1, 0)]
+    );
+    // a DBA lists them too
+    let n: i64 = db
+        .admin
+        .query_one("SELECT count(*) FROM engram.owners()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 4);
+    let (code, msg) = sqlstate(app.query("SELECT * FROM engram.owners(\"limit\" => 0)", &[]).await);
+    assert_eq!(code, "22023", "{msg}");
+    // a user token, and the platform token in an agent context, may not
+    let user = db.token("acme:alice", false).await;
+    let (code, msg) = sqlstate(
+        bound_with(&db, &user, None)
+            .await
+            .query("SELECT * FROM engram.owners()", &[])
+            .await,
+    );
+    assert_eq!(code, "42501", "{msg}");
+    assert!(msg.contains("platform token"), "{msg}");
+    let agent = Agent {
+        client: connect_as(&db.name, "engram_app").await,
+        bind: "SELECT engram.bind($1, act_as => 'acme:alice', internal_type => 'agent')".into(),
+        args: vec![platform.clone()],
+    };
+    let (code, msg) = sqlstate(agent.query("SELECT * FROM engram.owners()", &[]).await);
+    assert_eq!(code, "42501", "{msg}");
+}

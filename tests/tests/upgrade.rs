@@ -1070,6 +1070,7 @@ async fn an_update_to_another_version_than_the_librarys_changes_nothing() {
         ("0.13.0", vec!["0.14.0", "0.99.0"]),
         ("0.14.0", vec!["0.15.0"]),
         ("0.15.0", vec!["0.16.0"]),
+        ("0.16.0", vec!["0.17.0"]),
     ] {
         let (_, old) = install(from).await;
         old.batch_execute(
@@ -1284,4 +1285,49 @@ async fn upgrade_from_0_16_0_keeps_tokens_and_mints_new_ones() {
         count_on(&old, "SELECT count(*) FROM engram.tokens WHERE minted_by IS NOT NULL").await,
         1
     );
+}
+
+/// From a populated 0.17.0 database: every row kept, the catalog equal to a
+/// fresh install's; the 0.17.0 platform token lists the owners with what
+/// each holds, and the user token it minted may not.
+#[tokio::test]
+async fn upgrade_from_0_17_0_lists_owners_to_a_platform_token() {
+    let (name, old) = install("0.17.0").await;
+    let platform: String = old
+        .query_one(
+            "SELECT engram.create_token(owner => 'app', label => 'backend', platform => true)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let user: String = old
+        .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'The standup is at 9', embedding => '[0, 1, 0, 0]');
+         SELECT engram.remember(owner => 'alice', content => 'Vera rides a blue bicycle', embedding => '[1, 0, 0, 0]');
+         SELECT engram.remember(owner => 'bob', content => 'Bob takes the night train', embedding => '[0, 0, 1, 0]');",
+    )
+    .await
+    .unwrap();
+    let snapshot = "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id)
+                           || (SELECT string_agg(l.owner || l.memories, ',' ORDER BY l.owner) FROM engram.owner_locks l)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    let app = bound_app(&name, &platform, "0.17.0").await;
+    let owners: Vec<(String, i64)> = app
+        .query("SELECT owner, memories FROM engram.owners()", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    app.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(owners, vec![("alice".to_string(), 2), ("bob".to_string(), 1)]);
+    let alice = bound_app(&name, &user, "0.17.0").await;
+    let (code, msg) = sqlstate(alice.query("SELECT * FROM engram.owners()", &[]).await.map(|_| ()));
+    assert_eq!(code, "42501", "{msg}");
 }

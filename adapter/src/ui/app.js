@@ -242,7 +242,6 @@ async function login(event) {
     $("login-error").textContent = "Login failed: " + e.message;
     return;
   }
-  rememberOwner(actAs());
   $("login-error").textContent = "";
   $("token").value = "";
   $("act-as").value = "";
@@ -616,76 +615,61 @@ async function renderEntity(r, alive) {
 
 // ---- owners and stats ---------------------------------------------------------
 
-function knownOwners() {
-  try {
-    return JSON.parse(sessionStorage.getItem("engram.owners") || "[]");
-  } catch (e) {
-    return [];
-  }
-}
-
-function rememberOwner(owner) {
-  if (!owner) return;
-  const list = knownOwners();
-  if (!list.includes(owner)) list.push(owner);
-  sessionStorage.setItem("engram.owners", JSON.stringify(list));
-}
-
 function actFor(owner) {
   sessionStorage.setItem("engram.actAs", state.me && owner === state.me.owner ? "" : owner);
-  rememberOwner(owner);
   state.listKey = null;
   showWho();
   location.hash = "#/memories";
 }
 
+const OWNERS_PAGE = 50;
+
 async function renderOwners(r, alive) {
   const me = state.me;
   const platform = !!(me && me.platform);
+  const prefix = r.params.get("prefix") || "";
+  const after = r.params.get("after") || "";
   $("owner-form").hidden = !platform;
+  $("owner-prefix").value = prefix;
   $("owners-note").textContent = platform
-    ? "A platform token acts for any owner. engram gives a platform token no list of every owner, so this shows " +
-      "the token's own owner and the owners named in this tab; name another to see its figures and act for it."
-    : "A user token acts only for its own owner.";
-  const owners = [me ? me.owner : ""];
-  if (platform) for (const o of [actAs(), ...knownOwners()]) if (o && !owners.includes(o)) owners.push(o);
-  const rows = await Promise.all(owners.map(async (o) => {
-    try {
-      return { owner: o, stats: await api("GET", "/api/stats", undefined, platform ? o : "") };
-    } catch (e) {
-      return { owner: o, error: e.message };
-    }
-  }));
-  if (!alive()) return;
+    ? "Every owner this database holds something for, with what each holds. A platform token acts for any of them."
+    : "A user token acts only for its own owner; its figures are under Stats.";
   const tb = $("owner-list");
+  const more = $("owners-more");
+  more.replaceChildren();
+  if (!platform) {
+    if (!alive()) return;
+    tb.replaceChildren(row([me ? me.owner || "local owner" : "", "", "", "", "", "", link("#/stats", "Stats")]));
+    return;
+  }
+  const list = await api("GET", "/api/owners?" + new URLSearchParams({ prefix, after, limit: String(OWNERS_PAGE) }));
+  if (!alive()) return;
   tb.replaceChildren();
   const acting = actAs() || (me ? me.owner : "");
-  for (const x of rows) {
-    const name = el("span", x.owner || "local owner", "owner-name");
-    const act = x.owner === acting
+  for (const o of list) {
+    const name = el("span", o.owner, "owner-name");
+    const act = o.owner === acting
       ? el("span", "acting", "badge")
-      : button("Act as", "act-as", () => actFor(x.owner));
-    if (x.error) {
-      tb.appendChild(row([name, x.error, "", "", "", "", "", act]));
-      continue;
-    }
-    const s = x.stats;
-    const q = (s.quotas && s.quotas.memories) || {};
-    const quota = el("span", null, "quota");
-    quota.appendChild(meter(q.used, q.limit, true));
-    quota.appendChild(el("span", " " + num(q.used || 0) + " / " + num(q.limit)));
-    tb.appendChild(row([name, num(s.total), num((s.by_status || {}).active || 0), num(s.growth_7d),
-                        num((s.misses || {}).last_7d), quota, when(s.last_write_at), act]));
+      : button("Act as", "act-as", () => actFor(o.owner));
+    tb.appendChild(row([name, num(o.memories), num(o.events), num(o.workspaces), num(o.slots), bytes(o.image_bytes), act]));
+  }
+  if (!list.length) tb.appendChild(row([prefix ? "No owner's name starts with that." : "No owner holds anything yet."]));
+  if (after) more.appendChild(link(hashFor("owners", null, { prefix }), "‹ First page", "pager"));
+  if (list.length === OWNERS_PAGE) {
+    more.appendChild(link(hashFor("owners", null, { prefix, after: list[list.length - 1].owner }), "Next ›", "pager"));
   }
 }
 
-function addOwner(event) {
+function bytes(n) {
+  n = Number(n || 0);
+  if (n < 1024) return num(n) + " B";
+  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1048576).toFixed(1) + " MiB";
+}
+
+function filterOwners(event) {
   event.preventDefault();
-  const o = $("owner-name").value.trim();
-  if (!o) return;
-  rememberOwner(o);
-  $("owner-name").value = "";
-  route();
+  location.hash = hashFor("owners", null, { prefix: $("owner-prefix").value.trim() });
 }
 
 function card(label, value, hint) {
@@ -946,7 +930,7 @@ $("entity-filter").addEventListener("submit", (e) => {
   e.preventDefault();
   location.hash = hashFor("entities", null, { prefix: $("entity-prefix").value.trim() });
 });
-$("owner-form").addEventListener("submit", addOwner);
+$("owner-form").addEventListener("submit", filterOwners);
 $("resource-form").addEventListener("submit", addResource);
 $("edit-toggle").addEventListener("click", startEdit);
 $("edit-cancel").addEventListener("click", () => { $("edit-form").hidden = true; });

@@ -38,6 +38,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/me", get(me))
         .route("/api/browse", get(browse_page))
         .route("/api/stats", get(stats))
+        .route("/api/owners", get(owners))
         .route("/api/workspaces", get(continuity::workspaces))
         .route("/api/workspaces/{name}", get(continuity::workspace))
         .route("/api/workspaces/{name}/states", get(continuity::states))
@@ -392,6 +393,37 @@ async fn stats(
 ) -> V1<Json<Value>> {
     let c = acting(&c, q.user_id.as_deref())?;
     Ok(Json(read(&s, &c, "SELECT engram.stats()", &[]).await?))
+}
+
+/// The owners list's query: a name prefix, the last owner of the page
+/// before, a page size.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnersQuery {
+    prefix: Option<String>,
+    after: Option<String>,
+    limit: Option<i32>,
+}
+
+/// Every owner with what it holds (engram.owners): platform tokens only,
+/// which may act for any owner; the database refuses a user token.
+async fn owners(
+    State(s): State<Arc<Shared>>,
+    Extension(c): Extension<Caller>,
+    Query(q): Query<OwnersQuery>,
+) -> V1<Json<Value>> {
+    let prefix = q.prefix.filter(|p| !p.is_empty());
+    let after = q.after.filter(|a| !a.is_empty());
+    Ok(Json(
+        read(
+            &s,
+            &c,
+            "SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.owner COLLATE \"C\"), '[]'::jsonb)
+             FROM engram.owners(prefix => $1, after => $2, \"limit\" => coalesce($3, 50)) o",
+            &[&prefix, &after, &q.limit],
+        )
+        .await?,
+    ))
 }
 
 /// An entity's page (engram.about) with the spellings its memories write

@@ -176,3 +176,46 @@ BEGIN
             FROM jsonb_each(v_limits) k);
 END
 $fn$;
+
+-- Every owner the database holds something for, with what each holds: the
+-- owner list of an application's dashboard, for a platform token (which
+-- may act for any owner) or a DBA. Read from the counters the quotas keep
+-- (engram.owner_locks): one row per owner, never a scan of the memories.
+-- `prefix` narrows by name; `after` continues a page (owners sort by
+-- name); an erased owner is not listed.
+CREATE FUNCTION engram.owners(prefix text DEFAULT NULL, after text DEFAULT NULL, "limit" integer DEFAULT 100)
+RETURNS TABLE (owner text, memories bigint, events bigint, image_bytes bigint, slots bigint,
+               workspaces bigint, states bigint)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_binding jsonb := engram._binding();
+BEGIN
+    PERFORM engram._check_planted();
+    IF NOT engram._caller_privileged() THEN
+        IF v_binding IS NULL OR (v_binding ->> 'platform') IS DISTINCT FROM 'true' THEN
+            RAISE EXCEPTION 'owners lists every owner: it needs a transaction bound with a platform token (engram.bind) or a DBA'
+                USING ERRCODE = '42501',
+                      HINT = 'a user token sees its own owner: engram.stats()';
+        END IF;
+        IF jsonb_typeof(v_binding -> 'internal') = 'object' THEN
+            RAISE EXCEPTION 'an agent or ghost conversation cannot list owners; bind without an internal context'
+                USING ERRCODE = '42501';
+        END IF;
+    END IF;
+    PERFORM engram._check_short('prefix', owners.prefix, 200);
+    PERFORM engram._check_short('after', owners.after, 200);
+    IF owners."limit" IS NULL OR owners."limit" NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'limit % is out of range; pass 1 to 1000', owners."limit"
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT l.owner, l.memories, l.events, l.image_bytes, l.slots, l.workspaces, l.states
+    FROM engram.owner_locks l
+    WHERE l.erased_at IS NULL
+      AND (owners.prefix IS NULL OR left(l.owner, length(owners.prefix)) = owners.prefix)
+      AND (owners.after IS NULL OR l.owner COLLATE "C" > owners.after COLLATE "C")
+      AND (l.memories + l.events + l.image_bytes + l.slots + l.workspaces + l.states) > 0
+    ORDER BY l.owner COLLATE "C"
+    LIMIT owners."limit";
+END
+$fn$;
