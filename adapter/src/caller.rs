@@ -83,6 +83,16 @@ impl Caller {
     }
 }
 
+/// Whether a Host header names this machine by a loopback name (what a
+/// local client sends; a proxy passing a public name on does not).
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The session id an MCP session's events are stored under: a digest of the
 /// live `Mcp-Session-Id` (which would let whoever reads it resume or end the
 /// session), stable for the session's life.
@@ -258,10 +268,22 @@ pub(crate) fn deny(status: StatusCode, message: &str) -> Response {
 pub async fn authenticate(State(state): State<Arc<AuthState>>, mut req: Request, next: Next) -> Response {
     let h = req.headers();
     // A request a proxy forwarded comes from loopback but not from this
-    // machine's user: the proxy's forwarding headers say so.
-    let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
-        .iter()
-        .any(|name| h.contains_key(*name));
+    // machine's user: the proxy's forwarding headers say so, or a Host that
+    // names the machine by a public name.
+    let forwarded = [
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+        "via",
+    ]
+    .iter()
+    .any(|name| h.contains_key(*name))
+        || !h
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(loopback_host);
     let peer_loopback = !forwarded
         && req
             .extensions()
@@ -450,6 +472,31 @@ pub async fn guard_site(State(g): State<Arc<SiteGuard>>, req: Request, next: Nex
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_loopback_names_are_loopback_hosts() {
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST:1",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.9.9.9",
+            "[::1]",
+            "[::1]:8080",
+        ] {
+            assert!(loopback_host(host), "{host}");
+        }
+        for host in [
+            "engram.example.com",
+            "engram.example.com:443",
+            "10.0.0.1:80",
+            "[2001:db8::1]:443",
+            "localhost.evil.com",
+        ] {
+            assert!(!loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn an_mcp_session_is_stored_as_a_digest() {

@@ -123,7 +123,7 @@ async def test_anonymous_requests_only_on_loopback_without_tokens(open_database,
         assert post(base).status_code == 200
         # a request a local reverse proxy forwards is not this machine's user
         for forwarded in ({"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"},
-                          {"X-Real-IP": "203.0.113.9"}):
+                          {"X-Real-IP": "203.0.113.9"}, {"Via": "1.1 proxy"}, {"X-Forwarded-Proto": "https"}):
             assert post(base, **forwarded).status_code == 401, forwarded
         # anonymous callers never get platform rights
         assert post(base, **{"X-User-Id": "alice"}).status_code == 403

@@ -334,6 +334,28 @@ async fn a_platform_token_lists_the_owners() {
         list("SELECT owner, memories, slots FROM engram.owners(after => 'acme:bob', \"limit\" => 1)").await,
         vec![("zeta:carol".into(), 1, 0)]
     );
+    // an erased owner holds nothing and is not listed; written to again,
+    // it is
+    db.admin
+        .batch_execute("SELECT engram.erase_owner('zeta:carol')")
+        .await
+        .unwrap();
+    assert_eq!(
+        list("SELECT owner, memories, slots FROM engram.owners(prefix => 'zeta:')").await,
+        vec![("zeta:dan".into(), 0, 1)]
+    );
+    remember(
+        &db.admin,
+        "zeta:carol",
+        "carol is back",
+        &axis(4, 0, 1.0),
+        "force => true",
+    )
+    .await;
+    assert_eq!(
+        list("SELECT owner, memories, slots FROM engram.owners(prefix => 'zeta:')").await,
+        vec![("zeta:carol".into(), 1, 0), ("zeta:dan".into(), 0, 1)]
+    );
     // a DBA lists them too
     let n: i64 = db
         .admin

@@ -642,7 +642,9 @@ async function renderOwners(r, alive) {
     tb.replaceChildren(row([me ? me.owner || "local owner" : "", "", "", "", "", "", link("#/stats", "Stats")]));
     return;
   }
-  const list = await api("GET", "/api/owners?" + new URLSearchParams({ prefix, after, limit: String(OWNERS_PAGE) }));
+  // the token's own call, not the acted-for owner's
+  const list = await api("GET", "/api/owners?" + new URLSearchParams({ prefix, after, limit: String(OWNERS_PAGE) }),
+                         undefined, "");
   if (!alive()) return;
   tb.replaceChildren();
   const acting = actAs() || (me ? me.owner : "");
@@ -658,13 +660,6 @@ async function renderOwners(r, alive) {
   if (list.length === OWNERS_PAGE) {
     more.appendChild(link(hashFor("owners", null, { prefix, after: list[list.length - 1].owner }), "Next ›", "pager"));
   }
-}
-
-function bytes(n) {
-  n = Number(n || 0);
-  if (n < 1024) return num(n) + " B";
-  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
-  return (n / 1048576).toFixed(1) + " MiB";
 }
 
 function filterOwners(event) {

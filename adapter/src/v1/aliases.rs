@@ -257,8 +257,9 @@ fn some_list(v: Option<Vec<String>>) -> Option<Vec<String>> {
 /// One page of memories, filtered: `{memories, page, page_size, has_more,
 /// searched}`. With `q` or `entity` the page is of search hits, best first
 /// (engram.search, active memories); else of engram.list, newest first.
-/// A page is read as the first `page * page_size + 1` rows: pages by
-/// number, as deep links name them.
+/// A page is read as the first `page * page_size + 1` rows (pages by
+/// number, as deep links name them), of which only the page and the row
+/// after it leave the database.
 async fn browse_page(
     State(s): State<Arc<Shared>>,
     Extension(c): Extension<Caller>,
@@ -287,6 +288,7 @@ async fn browse_page(
         )));
     }
     let limit = i32::try_from(wanted.min(i64::from(depth))).unwrap_or(depth);
+    let skip = i64::from(page - 1) * i64::from(size);
     let rows = if searched {
         if status.as_deref().is_some_and(|s| s != "active") {
             return Err(Problem::bad_request(
@@ -304,7 +306,8 @@ async fn browse_page(
                                        ORDER BY h.ordinality), '[]')
              FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4, tags_all => $5,
                  namespace_prefix => $6, valid_at => $7::text::timestamptz, entity => $8::text,
-                 created_after => $9::text::timestamptz, created_before => $10::text::timestamptz) WITH ORDINALITY h",
+                 created_after => $9::text::timestamptz, created_before => $10::text::timestamptz) WITH ORDINALITY h
+             WHERE h.ordinality > $11",
             &[
                 &embedding,
                 &query,
@@ -316,6 +319,7 @@ async fn browse_page(
                 &entity,
                 &created_after,
                 &created_before,
+                &skip,
             ],
         )
         .await?
@@ -326,7 +330,8 @@ async fn browse_page(
             "SELECT coalesce(jsonb_agg(to_jsonb(l) - 'next_cursor' - 'ordinality' ORDER BY l.ordinality), '[]')
              FROM engram.list(kinds => $1, tags_all => $2, status => coalesce($3, 'active'), \"limit\" => $4,
                  valid_at => $5::text::timestamptz, namespace_prefix => $6,
-                 created_after => $7::text::timestamptz, created_before => $8::text::timestamptz) WITH ORDINALITY l",
+                 created_after => $7::text::timestamptz, created_before => $8::text::timestamptz) WITH ORDINALITY l
+             WHERE l.ordinality > $9",
             &[
                 &kinds,
                 &tags,
@@ -336,6 +341,7 @@ async fn browse_page(
                 &namespace,
                 &created_after,
                 &created_before,
+                &skip,
             ],
         )
         .await?
@@ -344,10 +350,9 @@ async fn browse_page(
         Value::Array(rows) => rows,
         _ => Vec::new(),
     };
-    let skip = usize::try_from((page - 1) * size).unwrap_or(usize::MAX);
     let size_usize = usize::try_from(size).unwrap_or(1);
-    let has_more = rows.len() > skip + size_usize;
-    let memories: Vec<Value> = rows.into_iter().skip(skip).take(size_usize).collect();
+    let has_more = rows.len() > size_usize;
+    let memories: Vec<Value> = rows.into_iter().take(size_usize).collect();
     Ok(Json(json!({
         "memories": memories,
         "page": page,
@@ -412,6 +417,13 @@ async fn owners(
     Extension(c): Extension<Caller>,
     Query(q): Query<OwnersQuery>,
 ) -> V1<Json<Value>> {
+    // The token's own call, whoever the dashboard acts for: the list is
+    // nobody's memory and goes in nobody's audit trail.
+    let c = Caller {
+        act_as: None,
+        conversation: None,
+        ..c
+    };
     let prefix = q.prefix.filter(|p| !p.is_empty());
     let after = q.after.filter(|a| !a.is_empty());
     Ok(Json(
@@ -439,8 +451,22 @@ async fn entity(
         limit: Some(100),
         user_id: q.user_id,
     };
-    let Json(mut about) = misc::about(State(s), Extension(c), Path(name.clone()), Query(query)).await?;
-    about["aliases"] = spellings(&about, &name);
+    let Json(about) = misc::about(State(s), Extension(c), Path(name.clone()), Query(query)).await?;
+    // Reading up to 200 memories for names is CPU work: off the async
+    // workers, so other requests do not wait behind it.
+    let (about, aliases) = tokio::task::spawn_blocking(move || {
+        let aliases = spellings(&about, &name);
+        (about, aliases)
+    })
+    .await
+    .map_err(|_| {
+        Problem::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "reading the entity's spellings failed",
+        )
+    })?;
+    let mut about = about;
+    about["aliases"] = aliases;
     Ok(Json(about))
 }
 

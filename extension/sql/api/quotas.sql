@@ -182,15 +182,18 @@ $fn$;
 -- may act for any owner) or a DBA. Read from the counters the quotas keep
 -- (engram.owner_locks): one row per owner, never a scan of the memories.
 -- `prefix` narrows by name; `after` continues a page (owners sort by
--- name); an erased owner is not listed.
+-- name, byte order); an owner holding nothing (an erased one, say) is not
+-- listed. Logged, as every read across owners is: a leaked platform token
+-- that enumerates the owners shows in the server log.
 CREATE FUNCTION engram.owners(prefix text DEFAULT NULL, after text DEFAULT NULL, "limit" integer DEFAULT 100)
 RETURNS TABLE (owner text, memories bigint, events bigint, image_bytes bigint, slots bigint,
                workspaces bigint, states bigint)
-LANGUAGE plpgsql STABLE AS $fn$
+LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_binding jsonb := engram._binding();
 BEGIN
     PERFORM engram._check_planted();
+    PERFORM engram._check_restored();
     IF NOT engram._caller_privileged() THEN
         IF v_binding IS NULL OR (v_binding ->> 'platform') IS DISTINCT FROM 'true' THEN
             RAISE EXCEPTION 'owners lists every owner: it needs a transaction bound with a platform token (engram.bind) or a DBA'
@@ -202,17 +205,19 @@ BEGIN
                 USING ERRCODE = '42501';
         END IF;
     END IF;
-    PERFORM engram._check_short('prefix', owners.prefix, 200);
-    PERFORM engram._check_short('after', owners.after, 200);
+    -- (owners are as long as a token may name them: not capped here)
+    PERFORM engram._check_short('prefix', owners.prefix, 4096);
+    PERFORM engram._check_short('after', owners.after, 4096);
     IF owners."limit" IS NULL OR owners."limit" NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'limit % is out of range; pass 1 to 1000', owners."limit"
             USING ERRCODE = '22023';
     END IF;
+    RAISE LOG 'engram audit: owners listed (prefix %, after %) by %', owners.prefix, owners.after,
+        coalesce(v_binding ->> 'token_label', current_user::text);
     RETURN QUERY
     SELECT l.owner, l.memories, l.events, l.image_bytes, l.slots, l.workspaces, l.states
     FROM engram.owner_locks l
-    WHERE l.erased_at IS NULL
-      AND (owners.prefix IS NULL OR left(l.owner, length(owners.prefix)) = owners.prefix)
+    WHERE (owners.prefix IS NULL OR left(l.owner, length(owners.prefix)) = owners.prefix)
       AND (owners.after IS NULL OR l.owner COLLATE "C" > owners.after COLLATE "C")
       AND (l.memories + l.events + l.image_bytes + l.slots + l.workspaces + l.states) > 0
     ORDER BY l.owner COLLATE "C"
