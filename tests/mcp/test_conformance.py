@@ -47,14 +47,20 @@ def test_conformance_scenario(open_server, scenario, tmp_path):
     assert "0 failed" in r.stdout, r.stdout
 
 
-def test_dns_rebinding_scenario_fails_when_the_guards_are_off(open_database, tmp_path):
-    """The control: a server told to accept evil.example.com must fail the scenario,
-    so the passing runs above mean something."""
+def test_dns_rebinding_is_refused_by_two_layers(open_server, open_database, tmp_path):
+    """What makes the scenario pass: the Host guard refuses a rebinding Host
+    (403) before anything else; with the guard told to accept
+    evil.example.com, the rule for requests without a token still refuses
+    it (401: served anonymously only with a loopback Host), so the scenario
+    passes on that second layer alone."""
+    evil = {**JSON_HEADERS, "Host": "evil.example.com", "Origin": "http://evil.example.com"}
+    assert httpx.post(open_server + "/mcp", json=INITIALIZE, headers=evil, timeout=10).status_code == 403
     with serving(open_database, "--allowed-hosts", "localhost,127.0.0.1,evil.example.com",
                  "--allowed-origins", "*") as base:
+        assert httpx.post(base + "/mcp", json=INITIALIZE, headers=evil, timeout=10).status_code == 401
+        assert httpx.post(base + "/mcp", json=INITIALIZE, headers=JSON_HEADERS, timeout=10).status_code == 200
         r = conformance(base, "dns-rebinding-protection", tmp_path)
-    assert r.returncode != 0, r.stdout
-    assert "localhost-host-rebinding-rejected" in r.stdout
+    assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout
 
 
 def test_host_and_origin_guards(open_server):
