@@ -205,7 +205,7 @@ BEGIN
                 USING ERRCODE = '42501';
         END IF;
     END IF;
-    -- (owners are as long as a token may name them: not capped here)
+    -- (capped only against abuse: longer than any owner a binding names)
     PERFORM engram._check_short('prefix', owners.prefix, 4096);
     PERFORM engram._check_short('after', owners.after, 4096);
     IF owners."limit" IS NULL OR owners."limit" NOT BETWEEN 1 AND 1000 THEN
