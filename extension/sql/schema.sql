@@ -98,6 +98,9 @@ CREATE UNIQUE INDEX memories_dedup ON engram.memories (owner, dedup_key) WHERE s
 -- An owner's namespaces, for prefix scans. (One active memory per key and
 -- context: the dedup key of a keyed memory is its address, memories_dedup.)
 CREATE INDEX memories_namespace ON engram.memories (owner, namespace) WHERE namespace IS NOT NULL;
+-- (since 0.19.0) a conversation's turns in time order: the turn a new one
+-- follows (engram.previous_turn), the turns of a session.
+CREATE INDEX memories_session ON engram.memories (owner, session_id, occurred_at) WHERE session_id IS NOT NULL;
 -- The documents filters read (a keyed memory's value, else the metadata):
 -- a filter's equalities are a containment this index serves.
 CREATE INDEX memories_document ON engram.memories USING gin ((coalesce(value, metadata)) jsonb_path_ops);
@@ -547,9 +550,18 @@ CREATE TABLE engram.memory_entities (
     key       text NOT NULL,
     name      text NOT NULL,
     kind      text NOT NULL,
+    -- (since 0.19.0) the key as written when the row was merged into the
+    -- owner's one full name that starts with it ("marta" -> "marta
+    -- keller"); NULL when it is indexed as written
+    alias     text,
+    -- (since 0.19.0) named by an entity: tag: kept as written, never merged
+    pinned    boolean NOT NULL DEFAULT false,
     CONSTRAINT memory_entities_pkey PRIMARY KEY (owner, memory_id, key)
 );
 CREATE INDEX memory_entities_key ON engram.memory_entities (owner, key);
+-- A first name's full names, and the rows merged under one (alias merging).
+CREATE INDEX memory_entities_first_word ON engram.memory_entities (owner, split_part(key, ' ', 1));
+CREATE INDEX memory_entities_alias ON engram.memory_entities (owner, alias) WHERE alias IS NOT NULL;
 ALTER TABLE engram.memory_entities ENABLE ROW LEVEL SECURITY;
 
 -- What engram.configure() and engram.tune_search() set (since 0.15.0): one

@@ -25,3 +25,19 @@ fn _superseding_reasons() -> Vec<String> {
         .map(|r| r.name().to_string())
         .collect()
 }
+
+/// For each of a search's facts, the 1-based position of the newer fact
+/// that contradicts it, 0 for none (engram-core's `contradicted_by`):
+/// `times` are when each holds from (epoch seconds), `cosines` the
+/// row-major matrix of their pairwise similarities.
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _contradicted_by(texts: Vec<String>, times: Vec<f64>, cosines: Vec<f32>, threshold: f32) -> Vec<i32> {
+    if times.len() != texts.len() || cosines.len() != texts.len() * texts.len() {
+        error!("engram._contradicted_by: one time per text and one cosine per pair");
+    }
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    engram_core::conflict::contradicted_by(&texts, &times, &cosines, threshold)
+        .into_iter()
+        .map(|j| j.map_or(0, |j| j as i32 + 1))
+        .collect()
+}

@@ -7,6 +7,10 @@ use std::ffi::CString;
 
 /// Cosine similarity at or above which a new memory conflicts with an old one.
 static CONFLICT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.85);
+/// Cosine similarity under which a hybrid search leaves out a hit that no
+/// query word matched (docs/BENCHMARKS.md: derived from the similarities of
+/// unrelated queries with the local model).
+static SIMILARITY_FLOOR: GucSetting<f64> = GucSetting::<f64>::new(engram_core::search::DEFAULT_SIMILARITY_FLOOR);
 /// Weight `w` of staleness in `score = relevance × trust × (1 − w × staleness)`.
 static STALENESS_WEIGHT: GucSetting<f64> = GucSetting::<f64>::new(engram_core::scoring::DEFAULT_STALENESS_WEIGHT);
 /// Days over which trust halves.
@@ -62,6 +66,16 @@ pub fn init() {
         c"Checked for semantic and procedural memories in the same owner and scope. Default 0.85.",
         &CONFLICT_THRESHOLD,
         0.0,
+        1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"engram.similarity_floor",
+        c"Cosine similarity under which a hybrid search leaves out a hit that shares no word with the query.",
+        c"Applies when a search passes both query_text and query_embedding and no min_similarity. Default 0.2 (measured for all-MiniLM-L6-v2; see docs/BENCHMARKS.md).",
+        &SIMILARITY_FLOOR,
+        -1.0,
         1.0,
         GucContext::Userset,
         GucFlags::default(),
@@ -260,6 +274,11 @@ fn _setting_quotas() -> pgrx::JsonB {
 #[pg_extern(stable, parallel_safe)]
 fn _setting_conflict_threshold() -> f32 {
     CONFLICT_THRESHOLD.get() as f32
+}
+
+#[pg_extern(stable, parallel_safe)]
+fn _setting_similarity_floor() -> f32 {
+    SIMILARITY_FLOOR.get() as f32
 }
 
 #[pg_extern(stable, parallel_safe)]

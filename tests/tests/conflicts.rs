@@ -110,7 +110,9 @@ async fn conflicts_on_the_labelled_set() {
                 // Stored anyway with force, a memory closes nothing, whatever
                 // the rules' reasons; named in supersedes (a contradiction),
                 // the old fact is closed and flagged, and only it.
-                if label != "compatible" {
+                // A missed contradiction was stored by the call above: the
+                // recall floors below count it; nothing is left to supersede.
+                if label != "compatible" && status == "conflict" {
                     let supersedes = if label == "contradictions" {
                         vec![old_id]
                     } else {
@@ -252,4 +254,161 @@ async fn conflicts_on_the_labelled_set() {
         ranked.0,
         ranked.2
     );
+}
+
+/// What one set of categorised pairs measured: per category, (contradictions
+/// caught, contradictions, compatible pairs flagged, compatible pairs); and
+/// (newer fact first, contradictions) after each contradiction was stored
+/// alongside its old fact.
+struct PairScores {
+    table: BTreeMap<String, (usize, usize, usize, usize)>,
+    newer_first: (usize, usize),
+    /// The reasons given for compatible pairs flagged, counted.
+    false_reasons: BTreeMap<String, usize>,
+}
+
+impl PairScores {
+    fn totals(&self) -> (usize, usize, usize, usize) {
+        self.table
+            .values()
+            .fold((0, 0, 0, 0), |t, r| (t.0 + r.0, t.1 + r.1, t.2 + r.2, t.3 + r.3))
+    }
+
+    /// Prints the table; returns (share caught, share of compatible pairs flagged).
+    fn print(&self, name: &str) -> (f64, f64) {
+        eprintln!("\n{name}\n| category | contradictions caught | compatible flagged |\n|---|---:|---:|");
+        for (category, r) in &self.table {
+            eprintln!("| {category} | {}/{} | {}/{} |", r.0, r.1, r.2, r.3);
+        }
+        let t = self.totals();
+        let (caught, flagged) = (t.0 as f64 / t.1.max(1) as f64, t.2 as f64 / t.3.max(1) as f64);
+        eprintln!(
+            "| all | {}/{} ({caught:.3}) | {}/{} ({flagged:.3}) |\nnewer fact first: {}/{}\n\
+             reasons given for the compatible pairs flagged: {:?}",
+            t.0, t.1, t.2, t.3, self.newer_first.0, self.newer_first.1, self.false_reasons
+        );
+        (caught, flagged)
+    }
+}
+
+/// Stores each pair of `data` (contradictions and compatible pairs, each
+/// with a category) in an owner of its own: the old fact, then the new one,
+/// which must come back as a conflict exactly for the contradictions; then
+/// each contradiction stored anyway (force), and its question asked by a
+/// hybrid search: the newer fact should rank first. `show` prints each pair
+/// the rules get wrong (never for a held-out set: nobody reads them).
+async fn measure_pairs(db: &TestDb, model: &OnnxEmbedder, data: &Value, tag: &str, show: bool) -> PairScores {
+    let remember = "SELECT status, id, conflicts FROM engram.remember(owner => $1, content => $2,
+                        embedding => $3::text::vector, force => $4)";
+    let mut scores = PairScores {
+        table: BTreeMap::new(),
+        newer_first: (0, 0),
+        false_reasons: BTreeMap::new(),
+    };
+    for (label, is_conflict) in [("contradictions", true), ("compatible", false)] {
+        for (i, pair) in data[label].as_array().unwrap().iter().enumerate() {
+            let owner = format!("{tag}-{label}-{i}");
+            let (old, new) = (pair["old"].as_str().unwrap(), pair["new"].as_str().unwrap());
+            let (old_vec, new_vec) = (embed(model, old).await, embed(model, new).await);
+            let first = db
+                .admin
+                .query_one(remember, &[&owner, &old, &old_vec, &false])
+                .await
+                .unwrap();
+            assert_eq!(first.get::<_, String>(0), "created", "{old}");
+            let old_id: Uuid = first.get(1);
+            let second = db
+                .admin
+                .query_one(remember, &[&owner, &new, &new_vec, &false])
+                .await
+                .unwrap();
+            let flagged = second.get::<_, String>(0) == "conflict";
+            let row = scores
+                .table
+                .entry(pair["category"].as_str().unwrap_or("other").to_string())
+                .or_default();
+            if is_conflict {
+                (row.0, row.1) = (row.0 + usize::from(flagged), row.1 + 1);
+            } else {
+                (row.2, row.3) = (row.2 + usize::from(flagged), row.3 + 1);
+            }
+            if flagged && !is_conflict {
+                for r in second
+                    .get::<_, Option<Value>>(2)
+                    .iter()
+                    .flat_map(|c| c[0]["reasons"].as_array().cloned().unwrap_or_default())
+                {
+                    *scores
+                        .false_reasons
+                        .entry(r.as_str().unwrap_or("").to_string())
+                        .or_default() += 1;
+                }
+            }
+            if show && flagged != is_conflict {
+                let reasons = second.get::<_, Option<Value>>(2).map(|c| c[0]["reasons"].to_string());
+                eprintln!(
+                    "{tag} {label}: {} {old:?} → {new:?} {}",
+                    if flagged { "flagged" } else { "missed" },
+                    reasons.unwrap_or_default()
+                );
+            }
+            if is_conflict {
+                let stored = db
+                    .admin
+                    .query_one(remember, &[&owner, &new, &new_vec, &true])
+                    .await
+                    .unwrap();
+                let new_id: Uuid = stored.get(1);
+                let question = pair["question"].as_str().unwrap();
+                let top: Vec<Uuid> = db
+                    .admin
+                    .query(
+                        "SELECT id FROM engram.search(owner => $1, query_embedding => $2::text::vector,
+                             query_text => $3, k => 10) WHERE id IN ($4, $5)",
+                        &[&owner, &embed(model, question).await, &question, &old_id, &new_id],
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                scores.newer_first.1 += 1;
+                if top.first() == Some(&new_id) {
+                    scores.newer_first.0 += 1;
+                } else if show {
+                    eprintln!("{tag}: stale first: {old:?} over {new:?} for {question:?}");
+                }
+            }
+        }
+    }
+    scores
+}
+
+/// tests/data/conflicts_dev.json (written for developing the rules; they
+/// were tuned on it) and tests/data/conflicts_blind.json (written by a
+/// helper session that never saw the rules, before the rules of 0.19.0
+/// were written, and never used to change them: only its totals are
+/// printed). The goals, on the held-out set: at least 85% of the
+/// contradictions caught, at most 10% of the compatible pairs flagged, the
+/// newer fact first in at least 90% of the contradictions stored anyway.
+#[tokio::test]
+async fn conflicts_on_the_development_and_held_out_sets() {
+    let model = OnnxEmbedder::from_env().expect("run scripts/setup to unpack the local model");
+    let db = TestDb::new(384).await;
+    let dev: Value = serde_json::from_str(include_str!("../data/conflicts_dev.json")).unwrap();
+    let dev = measure_pairs(&db, &model, &dev, "dev", true).await;
+    dev.print("conflicts_dev.json (development)");
+    let blind: Value = serde_json::from_str(include_str!("../data/conflicts_blind.json")).unwrap();
+    let blind = measure_pairs(&db, &model, &blind, "held-out", false).await;
+    let (caught, flagged) = blind.print("conflicts_blind.json (held out)");
+    assert!(
+        caught >= 0.85,
+        "contradictions caught: {caught:.3}; the goal is at least 0.85"
+    );
+    assert!(
+        flagged <= 0.10,
+        "compatible pairs flagged: {flagged:.3}; the goal is at most 0.10"
+    );
+    let (first, ranked) = blind.newer_first;
+    assert!(first * 10 >= ranked * 9, "newer fact first in {first}/{ranked}");
 }

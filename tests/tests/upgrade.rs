@@ -1331,3 +1331,87 @@ async fn upgrade_from_0_17_0_lists_owners_to_a_platform_token() {
     let (code, msg) = sqlstate(alice.query("SELECT * FROM engram.owners()", &[]).await.map(|_| ()));
     assert_eq!(code, "42501", "{msg}");
 }
+
+/// From a populated 0.18.0 database: every memory kept, the catalog equal
+/// to a fresh install's; the entities indexed anew by the 0.19.0 rules (a
+/// service name in two spellings is one entity, a first name merged into
+/// the one full name, audited); search groups by session and applies the
+/// relevance floor.
+#[tokio::test]
+async fn upgrade_from_0_18_0_indexes_entities_anew_and_groups_sessions() {
+    let (_name, old) = install("0.18.0").await;
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'Marta said billing-api is flaky', embedding => '[1, 0, 0, 0]',
+                                kind => 'episodic', session_id => 's1');
+         SELECT engram.remember(owner => 'alice', content => 'Marta Keller restarted Billing-API', embedding => '[0.9, 0.1, 0, 0]',
+                                kind => 'episodic', session_id => 's1');
+         SELECT engram.remember(owner => 'alice', content => 'The garden needs water', embedding => '[0, 0, 1, 0]',
+                                kind => 'episodic', session_id => 's2');
+         SELECT engram.remember(owner => 'bob', content => 'Bob takes the night train', embedding => '[0, 1, 0, 0]');",
+    )
+    .await
+    .unwrap();
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status || coalesce(m.session_id, '-'), ',' ORDER BY m.id)
+                    FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    let entities: Vec<(String, String, i64)> = old
+        .query(
+            "SELECT name, kind, memories FROM engram.entities(owner => 'alice') ORDER BY name",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(
+        entities.contains(&("Marta Keller".to_string(), "person".to_string(), 2)),
+        "{entities:?}"
+    );
+    assert!(entities.iter().any(|e| e.1 == "service" && e.2 == 2), "{entities:?}");
+    assert_eq!(
+        count_on(
+            &old,
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'entity_merge'"
+        )
+        .await,
+        1
+    );
+    // the index equals a recomputation (merged rows by the key they were written with)
+    assert_eq!(
+        count_on(
+            &old,
+            "SELECT count(*) FROM (
+                 (SELECT m.owner, m.id, x.key FROM engram.memories m, engram._memory_entities(m.content, m.tags) x
+                  EXCEPT SELECT e.owner, e.memory_id, coalesce(e.alias, e.key) FROM engram.memory_entities e)
+                 UNION ALL
+                 (SELECT e.owner, e.memory_id, coalesce(e.alias, e.key) FROM engram.memory_entities e
+                  EXCEPT SELECT m.owner, m.id, x.key FROM engram.memories m, engram._memory_entities(m.content, m.tags) x)) d"
+        )
+        .await,
+        0
+    );
+    let sessions: Vec<Option<String>> = old
+        .query(
+            "SELECT session FROM engram.search(owner => 'alice', query_embedding => '[1, 0, 0, 0]', k => 1,
+                 group_by => 'session')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(sessions, vec![Some("s1".to_string()), Some("s1".to_string())]);
+    // "garden" is far in meaning and shares no word with the query: left out
+    let hits: i64 = old
+        .query_one(
+            "SELECT count(*) FROM engram.search(owner => 'alice', query_embedding => '[1, 0, 0, 0]', query_text => 'flaky')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(hits, 2);
+}

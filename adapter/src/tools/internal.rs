@@ -61,6 +61,7 @@ impl EngramServer {
             let (query, limit) = (a.query.clone(), a.limit);
             let found = self.search_in(&c, Some(&i), &query, limit, a.into()).await?;
             Ok(SearchResult {
+                note: found.hits.is_empty().then(|| super::NOTHING_RELEVANT.to_string()),
                 results: found.hits,
                 time_window: found.time_window,
             })

@@ -60,8 +60,11 @@ pub struct SearchArgs {
     /// ignored).
     pub entity: Option<String>,
     /// Leave out hits less similar than this (cosine, -1..1; e.g. 0.3 drops unrelated ones); exact word matches
-    /// are kept.
+    /// are kept. Default: the server's relevance floor (0.2) for hits that share no word with the query.
     pub min_similarity: Option<f32>,
+    /// "session": find conversations, not single memories: `limit` sessions, each with up to 3 of its best
+    /// turns ("when did we talk about X?").
+    pub group_by: Option<String>,
     /// Conditions on each memory's metadata (or a keyed memory's value): {"team": "core", "n": {"$gte": 2}};
     /// operators $eq $ne $gt $gte $lt $lte $in.
     pub filter: Option<Value>,
@@ -80,6 +83,7 @@ pub(super) struct Filters {
     pub reference_time: Option<String>,
     pub entity: Option<String>,
     pub min_similarity: Option<f32>,
+    pub group_by: Option<String>,
     pub filter: Option<Value>,
     pub namespace_prefix: Option<Vec<String>>,
 }
@@ -94,6 +98,7 @@ impl From<SearchArgs> for Filters {
             reference_time: a.reference_time,
             entity: a.entity,
             min_similarity: a.min_similarity,
+            group_by: a.group_by,
             filter: a.filter,
             namespace_prefix: a.namespace_prefix,
         }
@@ -247,6 +252,9 @@ pub struct Hit {
     /// The period its fact holds: from valid_from until valid_to (null while it still holds).
     pub valid_from: Option<String>,
     pub valid_to: Option<String>,
+    /// The conversation it belongs to (left out when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The time a query names, as a half-open period [start, end); an open side is null.
@@ -258,10 +266,14 @@ pub struct TimeWindow {
 
 #[derive(Serialize, JsonSchema)]
 pub struct SearchResult {
+    /// Best first; with group_by "session", grouped by session, best session first.
     pub results: Vec<Hit>,
     /// The time the query names ("last week", "in May 2023"), read against reference_time: memories that
     /// happened in it rank higher. Null when the query names no time.
     pub time_window: Option<TimeWindow>,
+    /// Said when nothing was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What a search found, and the time window it read from the query.
@@ -504,10 +516,17 @@ impl EngramServer {
         let occurred_at = moment("occurred_at", a.occurred_at.as_deref())?;
         let valid_from = moment("valid_from", a.valid_from.as_deref())?;
         let valid_to = moment("valid_to", a.valid_to.as_deref())?;
-        let embedding = self.embed(c, &a.content).await?;
+        let kind = a.kind.unwrap_or_else(|| "semantic".into());
+        let embedding = match i {
+            None => {
+                self.shared
+                    .embed_memory(c, Some(&kind), &a.content, occurred_at.as_deref())
+                    .await?
+            }
+            Some(_) => self.embed(c, &a.content).await?,
+        };
         let tags = stamped(a.tags, i).unwrap_or_default();
         let metadata = a.metadata.unwrap_or_else(|| Value::Object(Default::default()));
-        let kind = a.kind.unwrap_or_else(|| "semantic".into());
         let internal_type = i.map(|i| i.internal_type.clone());
         let supersedes = a
             .supersedes
@@ -572,22 +591,23 @@ impl EngramServer {
         let reference_time = moment("reference_time", f.reference_time.as_deref())?;
         let (kinds, tags, entity) = (f.kinds, f.tags, f.entity);
         let (min_similarity, filter, namespace_prefix) = (f.min_similarity, f.filter, f.namespace_prefix);
+        let group_by = f.group_by;
         check_opt("entity", entity.as_deref(), 200)?;
         let embedding = self.embed(c, query).await?;
         // The window is read once more by the database, with the session's time zone; the
         // answer carries the one the search used.
         const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}',
-                               to_jsonb(valid_to) #>> '{}', metadata";
+                               to_jsonb(valid_to) #>> '{}', metadata, session";
         let (rows, window) = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show, as it is now.
             (None, Some((ghost_type, ghost_id))) => {
                 if valid_at.is_some() || known_at.is_some() || entity.is_some() {
                     return Err("A ghost shows what holds now; leave valid_at, known_at and entity out.".into());
                 }
-                if min_similarity.is_some() || filter.is_some() || namespace_prefix.is_some() {
+                if min_similarity.is_some() || filter.is_some() || namespace_prefix.is_some() || group_by.is_some() {
                     return Err(
-                        "A ghost search takes query, limit, kinds and tags; leave min_similarity, filter and \
-                                namespace_prefix out."
+                        "A ghost search takes query, limit, kinds and tags; leave min_similarity, filter, \
+                                namespace_prefix and group_by out."
                             .into(),
                     );
                 }
@@ -598,8 +618,8 @@ impl EngramServer {
                         c,
                         &format!(
                             "SELECT {COLUMNS}, NULL::text, NULL::text, false
-                             FROM engram.ghost_search(ghost_type => $1, ghost_id => $2, query_embedding => $3,
-                                 query_text => $4, k => $5, kinds => $6, tags_all => $7)"
+                             FROM (SELECT g.*, NULL::text AS session FROM engram.ghost_search(ghost_type => $1, ghost_id => $2, query_embedding => $3,
+                                 query_text => $4, k => $5, kinds => $6, tags_all => $7) g) g"
                         ),
                         &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
                     )
@@ -620,8 +640,8 @@ impl EngramServer {
                                  tags_all => $5, internal_type => $6, scope_tags => $7,
                                  valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
                                  reference_time => $10::text::timestamptz, entity => $11::text,
-                                 min_similarity => coalesce($12::real, 0), filter => $13::jsonb,
-                                 namespace_prefix => $14::text[])"
+                                 min_similarity => $12::real, filter => $13::jsonb,
+                                 namespace_prefix => $14::text[], group_by => $15::text)"
                         ),
                         &[
                             &embedding,
@@ -638,6 +658,7 @@ impl EngramServer {
                             &min_similarity,
                             &filter,
                             &namespace_prefix,
+                            &group_by,
                         ],
                     )
                     .await;
@@ -653,9 +674,9 @@ impl EngramServer {
         };
         let rows = rows.map_err(|e| db_error(e, None))?;
         let time_window = match rows.first() {
-            Some(r) if r.col::<bool>(12)? => Some(TimeWindow {
-                start: r.col(10)?,
-                end: r.col(11)?,
+            Some(r) if r.col::<bool>(13)? => Some(TimeWindow {
+                start: r.col(11)?,
+                end: r.col(12)?,
             }),
             _ => window,
         };
@@ -674,6 +695,7 @@ impl EngramServer {
                     occurred_at: r.col(6)?,
                     valid_from: r.col(7)?,
                     valid_to: r.col(8)?,
+                    session_id: r.col(10)?,
                 })
             })
             .collect::<Result<_, String>>()?;
@@ -939,6 +961,7 @@ impl EngramServer {
             let (query, limit) = (a.query.clone(), a.limit);
             let found = self.search_in(&caller(&parts)?, None, &query, limit, a.into()).await?;
             Ok(SearchResult {
+                note: found.hits.is_empty().then(|| super::NOTHING_RELEVANT.to_string()),
                 results: found.hits,
                 time_window: found.time_window,
             })

@@ -53,6 +53,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub groups: Groups,
     pub conflict_threshold: Option<f32>,
+    /// Embed conversation turns with the turn before them (`--turn-context`).
+    pub turn_context: bool,
     /// Embeds captured events off the write path and writes due summaries.
     pub background: Background,
     /// MCP sessions to tell when an owner's resources change.
@@ -69,6 +71,43 @@ impl Shared {
             .await
             .map_err(|e| format!("Could not embed the text: {e}. Retry later or check /health."))?;
         Ok(Vector::from(v.remove(0)))
+    }
+
+    /// Embeds a memory about to be written for caller `c`. With
+    /// `--turn-context`, a conversation turn (an episodic memory of the
+    /// caller's session, outside internal contexts) is embedded with the
+    /// turn before it in that session (engram-core's
+    /// `conversation::contextual_text`); the stored content stays the turn
+    /// alone.
+    pub async fn embed_memory(
+        &self,
+        c: &Caller,
+        kind: Option<&str>,
+        content: &str,
+        occurred_at: Option<&str>,
+    ) -> Result<Vector, String> {
+        let in_session =
+            self.turn_context && kind == Some("episodic") && c.session_id.is_some() && matches!(c.internal, Ok(None));
+        if !in_session {
+            return self.embed(c, content).await;
+        }
+        // A failed read (a revoked token, a bad moment) embeds the turn
+        // alone: the write that follows reports what is wrong.
+        let previous: Option<String> = self
+            .db
+            .call(
+                c,
+                "SELECT engram.previous_turn(session_id => $1, \"at\" => $2::text::timestamptz)",
+                &[&c.session_id, &occurred_at],
+            )
+            .await
+            .ok()
+            .and_then(|rows| rows.first().and_then(|r| r.col::<Option<String>>(0).ok().flatten()));
+        self.embed(
+            c,
+            &engram_core::conversation::contextual_text(content, previous.as_deref()),
+        )
+        .await
     }
 
     /// Embeds `texts` for `owner` (the cache's scope), counted in the metrics.
@@ -197,6 +236,10 @@ const EVENT_TOOLS: [&str; 4] = [
 /// Limits checked before any text is embedded (the database checks them
 /// again): content as engram.remember, queries as engram.search.
 pub(crate) const MAX_CONTENT_BYTES: usize = 256 * 1024;
+/// What a search that found nothing says (MCP and /v1): better than noise.
+pub const NOTHING_RELEVANT: &str = "Nothing relevant: no memory shares a word with the query or comes close to it \
+                                    in meaning. Searching by meaning and words leaves out hits under the relevance \
+                                    floor; pass min_similarity (e.g. 0) to see the nearest memories anyway.";
 pub(crate) const MAX_QUERY_BYTES: usize = 65_536;
 
 /// What a ghost conversation's core write tools answer (docs/SECURITY.md).
@@ -809,6 +852,7 @@ mod tests {
             occurred_at: None,
             valid_from: None,
             valid_to: None,
+            session_id: None,
         }
     }
 
@@ -829,6 +873,7 @@ mod tests {
             metrics: Metrics::default(),
             groups: Groups::parse(&["core".into()]).unwrap(),
             conflict_threshold: None,
+            turn_context: false,
             background: Background::new(std::time::Duration::ZERO, None, false).0,
             subscribers: Default::default(),
             vision: None,

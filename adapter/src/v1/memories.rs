@@ -140,8 +140,13 @@ pub struct SearchBody {
     pub filter: Option<Value>,
     /// Only keyed memories under this namespace.
     pub namespace_prefix: Option<Vec<String>>,
-    /// Leave out hits less similar than this (cosine, -1..1).
+    /// Leave out hits less similar than this (cosine, -1..1). Default: none for a search by meaning alone;
+    /// for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.2) for
+    /// hits that share no word with the query.
     pub min_similarity: Option<f32>,
+    /// `session`: the best conversations instead of the best memories: `limit` sessions, each with up to 3
+    /// of its best turns, best session first (a memory without a session is a group of its own).
+    pub group_by: Option<String>,
     /// Answer for a past moment: what was valid then.
     pub valid_at: Option<String>,
     /// Answer as the store stood at this moment.
@@ -303,6 +308,8 @@ pub struct Hit {
     pub key: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
+    /// The conversation it belongs to (null for none).
+    pub session_id: Option<String>,
 }
 
 /// A period [start, end); an open side is null.
@@ -314,10 +321,13 @@ pub struct TimeWindow {
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct Found {
-    /// Best first.
+    /// Best first (with group_by: grouped by session, best session first).
     pub results: Vec<Hit>,
     /// The time the query names ("last week"), read against reference_time; null when it names none.
     pub time_window: Option<TimeWindow>,
+    /// Said when nothing was found: nothing matches the query's words or comes close to it in meaning.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
 }
 
 // ---- handlers ------------------------------------------------------------
@@ -339,7 +349,12 @@ pub async fn remember(
     let occurred_at = moment("occurred_at", b.occurred_at.as_deref())?;
     let valid_from = moment("valid_from", b.valid_from.as_deref())?;
     let valid_to = moment("valid_to", b.valid_to.as_deref())?;
-    let embedding = embed(&s, &c, "content", &b.content, MAX_CONTENT_BYTES).await?;
+    crate::tools::check_size("content", &b.content, MAX_CONTENT_BYTES)
+        .map_err(|e| Problem::new(StatusCode::PAYLOAD_TOO_LARGE, e))?;
+    let embedding = s
+        .embed_memory(&c, b.kind.as_deref(), &b.content, occurred_at.as_deref())
+        .await
+        .map_err(|e| Problem::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
     let supersedes = b.supersedes.unwrap_or_default();
     let v = one(
         &s,
@@ -639,18 +654,20 @@ pub async fn search(
     let sql = "WITH h AS (
                    SELECT * FROM engram.search(query_embedding => $1, query_text => $2, k => coalesce($3::integer, 10),
                        kinds => $4, tags_all => $5, filter => $6, namespace_prefix => $7,
-                       min_similarity => coalesce($8::real, 0), valid_at => $9::text::timestamptz,
+                       min_similarity => $8::real, valid_at => $9::text::timestamptz,
                        known_at => $10::text::timestamptz, reference_time => $11::text::timestamptz,
-                       entity => $12::text, refresh_ttl => coalesce($13::boolean, false)) WITH ORDINALITY)
+                       entity => $12::text, refresh_ttl => coalesce($13::boolean, false),
+                       group_by => $14::text) WITH ORDINALITY)
                SELECT jsonb_build_object(
-                   'results', coalesce((SELECT jsonb_agg(to_jsonb(h) - 'time_window' - 'ordinality' - 'staleness_score'
+                   'results', coalesce((SELECT jsonb_agg(to_jsonb(h) - 'time_window' - 'ordinality' - 'staleness_score' - 'session'
+                                                 || jsonb_build_object('session_id', h.session)
                                                  ORDER BY h.ordinality) FROM h), '[]'),
                    'time_window', (SELECT jsonb_build_object('start', lower(w), 'end', upper(w))
                                    FROM (SELECT coalesce((SELECT h.time_window FROM h LIMIT 1),
                                              engram.time_window($2, coalesce($11::text::timestamptz,
                                                  least($10::text::timestamptz, now()), now()))) AS w) x
                                    WHERE w IS NOT NULL))";
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 13] = [
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 14] = [
         &embedding,
         &b.query,
         &b.limit,
@@ -664,7 +681,12 @@ pub async fn search(
         &reference_time,
         &b.entity,
         &b.refresh_ttl,
+        &b.group_by,
     ];
     let v = read_refreshing(&s, &c, b.refresh_ttl, sql, &params).await?;
-    Ok(Json(typed(v)?))
+    let mut found: Found = typed(v)?;
+    if found.results.is_empty() {
+        found.note = Some(crate::tools::NOTHING_RELEVANT.to_string());
+    }
+    Ok(Json(found))
 }

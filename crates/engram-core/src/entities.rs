@@ -28,6 +28,7 @@ pub enum Kind {
     Organization,
     Project,
     Product,
+    Service,
     Place,
     Id,
     Handle,
@@ -43,6 +44,7 @@ impl Kind {
             Kind::Organization => "organization",
             Kind::Project => "project",
             Kind::Product => "product",
+            Kind::Service => "service",
             Kind::Place => "place",
             Kind::Id => "id",
             Kind::Handle => "handle",
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Organization,
             Kind::Project,
             Kind::Product,
+            Kind::Service,
             Kind::Place,
             Kind::Id,
             Kind::Handle,
@@ -89,11 +92,18 @@ pub const MAX_PER_MEMORY: usize = 32;
 pub const MAX_SCANNED_BYTES: usize = 16 * 1024;
 
 /// The matching key of a name: lower case, accents folded, inner spaces
-/// single ("José  Díaz" -> "jose diaz").
+/// single, and a hyphen or underscore between two letters or digits read
+/// as a space ("José  Díaz" -> "jose diaz"; "Billing-API", "billing_api"
+/// and "billing api" -> "billing api").
 pub fn key(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
-    for c in name.trim().chars() {
-        if c.is_whitespace() {
+    let chars: Vec<char> = name.trim().chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let joins = matches!(c, '-' | '_')
+            && i > 0
+            && chars[i - 1].is_alphanumeric()
+            && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+        if c.is_whitespace() || joins {
             if !out.ends_with(' ') {
                 out.push(' ');
             }
@@ -410,6 +420,46 @@ const COMMON: &[&str] = &[
     "ticket",
     "issue",
     "bug",
+    // labels and nouns that open a note or a ticket ("Decision: ...",
+    // "Owner: Priya", "Repro attached")
+    "decision",
+    "follow-up",
+    "followup",
+    "integration",
+    "repro",
+    "request",
+    "vendor",
+    "owner",
+    "prefers",
+    "sign",
+    "high",
+    "low",
+    "status",
+    "title",
+    "steps",
+    "expected",
+    "actual",
+    "summary",
+    "action",
+    "sponsor",
+    "architecture",
+    "security",
+    "retro",
+    "kickoff",
+    "alert",
+    "backup",
+    "task",
+    "feature",
+    "badge",
+    "nightly",
+    "weekly",
+    "monthly",
+    "notes",
+    "context",
+    "plan",
+    "goal",
+    "result",
+    "results",
 ];
 
 /// Nationalities and languages: capitalised adjectives, not names ("the new Thai place").
@@ -540,6 +590,28 @@ const ORG_WORDS: &[&str] = &[
     "holdings",
     "industries",
     "bureau",
+    "logistics",
+    "foods",
+    "motors",
+    "energy",
+    "health",
+    "media",
+    "analytics",
+    "networks",
+    "robotics",
+    "dynamics",
+    "consulting",
+    "solutions",
+    "insurance",
+    "pharma",
+    "therapeutics",
+    "games",
+    "entertainment",
+    "publishing",
+    "airways",
+    "shipping",
+    "freight",
+    "telecom",
     "agency",
 ];
 
@@ -591,6 +663,387 @@ const PLACE_AFTER: &[&str] = &[
     "headquarters",
     "site",
     "datacenter",
+    "region",
+    "dc",
+    "airport",
+];
+
+/// Well-known software and hardware products: a name on this list is a
+/// product whatever its neighbours ("moving to Kubernetes", "the Sentry
+/// project"), and found in lower case too ("restart redis"), except the
+/// ones that are also English words ([`AMBIGUOUS_PRODUCTS`]).
+const PRODUCTS: &[&str] = &[
+    "postgresql",
+    "postgres",
+    "mysql",
+    "mariadb",
+    "sqlite",
+    "mongodb",
+    "redis",
+    "memcached",
+    "kafka",
+    "rabbitmq",
+    "elasticsearch",
+    "opensearch",
+    "kubernetes",
+    "k8s",
+    "docker",
+    "podman",
+    "terraform",
+    "ansible",
+    "jenkins",
+    "grafana",
+    "prometheus",
+    "datadog",
+    "pagerduty",
+    "opsgenie",
+    "sentry",
+    "splunk",
+    "kibana",
+    "logstash",
+    "nginx",
+    "haproxy",
+    "envoy",
+    "istio",
+    "consul",
+    "vault",
+    "github",
+    "gitlab",
+    "bitbucket",
+    "jira",
+    "confluence",
+    "trello",
+    "asana",
+    "figma",
+    "zoom",
+    "salesforce",
+    "hubspot",
+    "zendesk",
+    "intercom",
+    "stripe",
+    "twilio",
+    "sendgrid",
+    "mailchimp",
+    "shopify",
+    "wordpress",
+    "heroku",
+    "netlify",
+    "vercel",
+    "cloudflare",
+    "fastly",
+    "okta",
+    "auth0",
+    "tableau",
+    "looker",
+    "metabase",
+    "snowflake",
+    "bigquery",
+    "redshift",
+    "databricks",
+    "airflow",
+    "dbt",
+    "spark",
+    "hadoop",
+    "pytorch",
+    "tensorflow",
+    "numpy",
+    "pandas",
+    "django",
+    "flask",
+    "fastapi",
+    "rails",
+    "laravel",
+    "react",
+    "vue",
+    "angular",
+    "svelte",
+    "nextjs",
+    "webpack",
+    "vite",
+    "typescript",
+    "javascript",
+    "python",
+    "golang",
+    "rust",
+    "java",
+    "kotlin",
+    "swift",
+    "nodejs",
+    "npm",
+    "yarn",
+    "pip",
+    "lodash",
+    "libvips",
+    "ffmpeg",
+    "imagemagick",
+    "graphql",
+    "grpc",
+    "iphone",
+    "ipad",
+    "macbook",
+    "thinkpad",
+    "android",
+    "ios",
+    "macos",
+    "linux",
+    "ubuntu",
+    "debian",
+    "fedora",
+    "centos",
+    "windows",
+    "chrome",
+    "chromium",
+    "firefox",
+    "edge",
+    "vscode",
+    "intellij",
+    "pycharm",
+    "xcode",
+    "dropbox",
+    "onedrive",
+    "sharepoint",
+    "gmail",
+    "outlook",
+    "whatsapp",
+    "telegram",
+    "signal",
+    "discord",
+    "teams",
+    "notion",
+    "linear",
+    "slack",
+    "safari",
+    "sketch",
+    "photoshop",
+    "illustrator",
+    "excel",
+    "powerpoint",
+    "word",
+];
+
+/// Products whose names are common words: only capitalised, mid-sentence.
+const AMBIGUOUS_PRODUCTS: &[&str] = &[
+    "angular", "consul", "edge", "envoy", "excel", "java", "linear", "notion", "python", "rails", "react", "rust",
+    "safari", "signal", "sketch", "slack", "spark", "swift", "teams", "vault", "vue", "windows", "word", "zoom",
+];
+
+/// Common first names from many languages (none an English word): a
+/// single capitalised one is a person whatever the preposition before it
+/// ("approval from Helen"), and a lower-case one is a name where a person
+/// is expected ("ping priya", "jenna from initech").
+const FIRST_NAMES: &[&str] = &[
+    "aaron",
+    "abdul",
+    "adam",
+    "adrian",
+    "ahmed",
+    "aiko",
+    "aisha",
+    "akira",
+    "alan",
+    "alex",
+    "alexander",
+    "alexis",
+    "ali",
+    "alice",
+    "alicia",
+    "amelia",
+    "amir",
+    "ana",
+    "andrea",
+    "andrew",
+    "andrei",
+    "angela",
+    "anika",
+    "anna",
+    "anne",
+    "antonio",
+    "anya",
+    "arjun",
+    "arthur",
+    "astrid",
+    "ayesha",
+    "beatriz",
+    "ben",
+    "benjamin",
+    "bianca",
+    "bob",
+    "boris",
+    "brian",
+    "bruno",
+    "camila",
+    "carla",
+    "carlos",
+    "carmen",
+    "caroline",
+    "catherine",
+    "charlotte",
+    "chen",
+    "chloe",
+    "chris",
+    "christian",
+    "clara",
+    "claudia",
+    "daniel",
+    "daniela",
+    "dana",
+    "david",
+    "deepak",
+    "diana",
+    "diego",
+    "dmitri",
+    "elena",
+    "elif",
+    "elias",
+    "elizabeth",
+    "ella",
+    "emily",
+    "emma",
+    "eric",
+    "erik",
+    "esther",
+    "ethan",
+    "eva",
+    "fatima",
+    "felipe",
+    "felix",
+    "fernando",
+    "finn",
+    "francesca",
+    "gabriel",
+    "giulia",
+    "hana",
+    "hannah",
+    "hans",
+    "harry",
+    "helen",
+    "hiroshi",
+    "hugo",
+    "ian",
+    "ibrahim",
+    "igor",
+    "ines",
+    "ingrid",
+    "irene",
+    "isabel",
+    "isabella",
+    "ivan",
+    "jack",
+    "jakub",
+    "james",
+    "jan",
+    "jane",
+    "jason",
+    "javier",
+    "jenna",
+    "jennifer",
+    "jessica",
+    "jin",
+    "joao",
+    "johan",
+    "john",
+    "jonas",
+    "jorge",
+    "jose",
+    "josh",
+    "juan",
+    "julia",
+    "julian",
+    "kai",
+    "karen",
+    "karim",
+    "kate",
+    "katja",
+    "kenji",
+    "kevin",
+    "kim",
+    "kofi",
+    "kwame",
+    "lara",
+    "laura",
+    "lea",
+    "lena",
+    "leo",
+    "leon",
+    "lin",
+    "lina",
+    "linda",
+    "lisa",
+    "lucas",
+    "lucia",
+    "luis",
+    "luka",
+    "maya",
+    "manuel",
+    "marco",
+    "marcus",
+    "maria",
+    "marie",
+    "marina",
+    "mario",
+    "marta",
+    "martin",
+    "mateo",
+    "matteo",
+    "mehmet",
+    "mei",
+    "mia",
+    "michael",
+    "miguel",
+    "mika",
+    "mohammed",
+    "nadia",
+    "naomi",
+    "nathan",
+    "nina",
+    "noah",
+    "noor",
+    "olga",
+    "oliver",
+    "olivia",
+    "omar",
+    "oscar",
+    "pablo",
+    "paolo",
+    "paul",
+    "pedro",
+    "peter",
+    "priya",
+    "rafael",
+    "rahul",
+    "raj",
+    "ravi",
+    "rebecca",
+    "rosa",
+    "ryan",
+    "sam",
+    "samir",
+    "sara",
+    "sarah",
+    "sebastian",
+    "sergei",
+    "sofia",
+    "sophie",
+    "stefan",
+    "stella",
+    "sven",
+    "tanaka",
+    "thomas",
+    "tim",
+    "tom",
+    "tomas",
+    "valentina",
+    "vera",
+    "victor",
+    "viktor",
+    "wei",
+    "william",
+    "xavier",
+    "yara",
+    "yuki",
+    "yusuf",
+    "zara",
+    "zoe",
 ];
 
 /// Words around a name that make it a project ("the Apollo project", "Project Apollo").
@@ -598,6 +1051,16 @@ const PROJECT_WORDS: &[&str] = &[
     "project",
     "projects",
     "initiative",
+    "rollout",
+    "launch",
+    "migration",
+    "cutover",
+    "pilot",
+    "milestone",
+    "phase",
+    "kickoff",
+    "roadmap",
+    "workstream",
     "codename",
     "program",
     "programme",
@@ -697,6 +1160,18 @@ const PERSON_BEFORE: &[&str] = &[
     "father",
     "mom",
     "dad",
+    "named",
+    "notify",
+    "remind",
+    "owner",
+    "sponsor",
+    "contact",
+    "partner",
+    "hire",
+    "engineer",
+    "designer",
+    "recruiter",
+    "teammate",
 ];
 
 /// Adverbs between a name and the verb that tells what it names.
@@ -784,6 +1259,26 @@ pub fn extract(text: &str) -> Vec<Entity> {
         if let Some(kind) = kind {
             push(&mut found, trimmed, kind);
             taken.push((start, end));
+            continue;
+        }
+        // `svc=ledger-sync`, `err=ERR_X`, `image-resizer:latest`,
+        // `[fraud-scorer]`: the value of a log field, without its tag
+        let field = trimmed.contains('=');
+        let value = trimmed.rsplit_once('=').map_or(trimmed, |(_, v)| v);
+        let value = value.trim_matches(['[', ']', '(', ')', '"', '\'', '`']);
+        let value = value.split_once(':').map_or(value, |(name, _)| name);
+        let kind = if field && is_id(value) {
+            Some(Kind::Id)
+        } else if is_region(value) {
+            Some(Kind::Place)
+        } else if is_service(value) {
+            Some(Kind::Service)
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            push(&mut found, value, kind);
+            taken.push((start, end));
         }
     }
     // 2. Names: runs of capitalised words.
@@ -849,7 +1344,35 @@ pub fn extract(text: &str) -> Vec<Entity> {
         // ("The The The ...") is looked at once, not once per word
         i = j.max(end + 1).max(i + 1);
     }
+    // 3. Names written in lower case, as people type them in a chat: a
+    // product whose name is no English word ("restart redis"), a first
+    // name where a person is expected ("ping priya", "marcus shared").
+    for (i, t) in tokens.iter().enumerate() {
+        if !t.text.chars().all(|c| c.is_lowercase() || c.is_ascii_digit()) {
+            continue;
+        }
+        let before = (i > 0 && !t.sentence_start && !t.after_gap).then(|| tokens[i - 1].text.to_lowercase());
+        let after = tokens
+            .get(i + 1)
+            .filter(|n| !n.sentence_start && !n.after_gap)
+            .map(|n| n.text.to_lowercase());
+        if PRODUCTS.contains(&t.text) && !AMBIGUOUS_PRODUCTS.contains(&t.text) {
+            push(&mut found, t.text, Kind::Product);
+        } else if FIRST_NAMES.contains(&t.text)
+            && (before.as_deref().is_some_and(|w| PERSON_BEFORE.contains(&w))
+                || after
+                    .as_deref()
+                    .is_some_and(|w| PERSON_AFTER.contains(&w) || w == "shared"))
+        {
+            push(&mut found, t.text, Kind::Person);
+        }
+    }
     found
+}
+
+/// A name on the product list (capitalised or not: the caller knows).
+fn is_product(lower: &str) -> bool {
+    PRODUCTS.contains(&lower)
 }
 
 impl Token<'_> {
@@ -1024,7 +1547,14 @@ fn is_time_word(w: &str) -> bool {
     [l.as_str(), singular].iter().any(|w| {
         TIME_WORDS.contains(w) || crate::time_window::MONTHS.contains(w) || crate::time_window::weekday(w).is_some()
     }) || DEMONYMS.contains(&l.as_str())
-        || (w.chars().count() <= 4 && w.chars().all(|c| c.is_ascii_uppercase()))
+        || is_all_capitals(w)
+}
+
+/// Acronyms and shouted words ("CI", "SLAs", "CRITICAL", "DEBUG"): terms
+/// and log levels, not names; ids with digits are found by their shape.
+fn is_all_capitals(w: &str) -> bool {
+    let w = w.strip_suffix('s').filter(|r| r.chars().count() >= 2).unwrap_or(w);
+    w.chars().all(|c| c.is_ascii_uppercase())
 }
 
 fn lower(tokens: &[Token], i: usize) -> Option<String> {
@@ -1062,6 +1592,9 @@ fn kind_of(tokens: &[Token], first: usize, end: usize) -> Kind {
         None
     };
     let last = words.last().map(String::as_str).unwrap_or_default();
+    if is_product(&words[0]) {
+        return Kind::Product;
+    }
     // "Acme Corp", "Bank of Lyon", "University of Lyon"
     if ORG_WORDS.contains(&last) || (words.len() > 2 && ORG_WORDS.contains(&words[0].as_str())) {
         return Kind::Organization;
@@ -1074,6 +1607,9 @@ fn kind_of(tokens: &[Token], first: usize, end: usize) -> Kind {
         || before.as_deref().is_some_and(|w| PROJECT_WORDS.contains(&w))
     {
         return Kind::Project;
+    }
+    if words.len() == 1 && FIRST_NAMES.contains(&words[0].as_str()) {
+        return Kind::Person;
     }
     let inner_capital = tokens[first..=end].iter().any(|t| {
         let cs: Vec<char> = t.text.chars().collect();
@@ -1129,6 +1665,141 @@ fn verb_follows(tokens: &[Token], end: usize) -> bool {
             && w.len() >= 4
             && w.chars().all(|c| c.is_lowercase())
             && ((w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us")) || w.ends_with("ed"))
+    })
+}
+
+/// Cloud regions: `eu-west-1`, `ap-southeast-2` (AWS, Azure's short
+/// names), `europe-west1`, `us-central1` (Google Cloud).
+fn is_region(w: &str) -> bool {
+    const AREAS: &[&str] = &[
+        "us",
+        "eu",
+        "ap",
+        "sa",
+        "ca",
+        "me",
+        "af",
+        "il",
+        "mx",
+        "europe",
+        "asia",
+        "australia",
+        "northamerica",
+        "southamerica",
+        "africa",
+    ];
+    const DIRECTIONS: &[&str] = &[
+        "east",
+        "west",
+        "north",
+        "south",
+        "central",
+        "northeast",
+        "southeast",
+        "northwest",
+        "southwest",
+    ];
+    let parts: Vec<&str> = w.split('-').collect();
+    match parts.as_slice() {
+        [area, dir, n] => {
+            AREAS.contains(area) && DIRECTIONS.contains(dir) && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())
+        }
+        [area, dir_n] => {
+            let dir = dir_n.trim_end_matches(|c: char| c.is_ascii_digit());
+            AREAS.contains(area) && dir.len() < dir_n.len() && DIRECTIONS.contains(&dir)
+        }
+        _ => false,
+    }
+}
+
+/// Words a service's name is made of ("billing-api", "auth-service",
+/// "payments_worker", "web-frontend"): one of them, or an agent noun
+/// ("image-resizer", "fraud-scorer", "dns-resolver").
+const SERVICE_PARTS: &[&str] = &[
+    "api",
+    "apis",
+    "service",
+    "svc",
+    "gateway",
+    "gw",
+    "worker",
+    "workers",
+    "bot",
+    "sync",
+    "frontend",
+    "backend",
+    "web",
+    "ui",
+    "app",
+    "proxy",
+    "queue",
+    "cron",
+    "job",
+    "jobs",
+    "export",
+    "import",
+    "ingest",
+    "pipeline",
+    "cache",
+    "db",
+    "server",
+    "daemon",
+    "engine",
+    "store",
+    "auth",
+    "agent",
+    "lambda",
+    "function",
+    "svc",
+    "cluster",
+    "etl",
+    "batch",
+    "stream",
+    "feed",
+    "hub",
+    "portal",
+    "console",
+    "dashboard",
+    "admin",
+    "core",
+];
+
+/// Endings of an environment or a tenant, not of a service ("acme-prod").
+const ENVIRONMENT_PARTS: &[&str] = &[
+    "prod",
+    "production",
+    "staging",
+    "stage",
+    "dev",
+    "test",
+    "qa",
+    "sandbox",
+    "preview",
+    "canary",
+    "latest",
+    "local",
+];
+
+/// A service's name: two to four parts of letters and digits joined by
+/// `-` or `_`, not all capitals (`ERR_TIMEOUT` is an id), one of them a
+/// service word or an agent noun, none an environment.
+fn is_service(w: &str) -> bool {
+    if !w.contains(['-', '_']) || w.chars().all(|c| !c.is_lowercase()) {
+        return false;
+    }
+    let parts: Vec<String> = w.split(['-', '_']).map(str::to_lowercase).collect();
+    if !(2..=4).contains(&parts.len())
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric()))
+        || !parts[0].starts_with(|c: char| c.is_ascii_alphabetic())
+        || parts.iter().any(|p| ENVIRONMENT_PARTS.contains(&p.as_str()))
+    {
+        return false;
+    }
+    parts.iter().any(|p| {
+        SERVICE_PARTS.contains(&p.as_str())
+            || (p.len() >= 6 && (p.ends_with("er") || p.ends_with("or")) && !COMMON.contains(&p.as_str()))
     })
 }
 

@@ -11,6 +11,7 @@ pub mod binding_proof;
 pub mod blocks;
 pub mod conflict;
 pub mod context;
+pub mod conversation;
 pub mod cursor;
 pub mod entities;
 pub mod error;

@@ -5,6 +5,14 @@
 pub const DEFAULT_K: i32 = 10;
 pub const MAX_K: i32 = 100;
 
+/// The default relevance floor of a hybrid search: a hit that shares no
+/// word with the query is kept only at this cosine similarity or above.
+/// Derived from the local model's similarities of unrelated queries (the
+/// best match of a question among another conversation's turns, on each
+/// evaluation set) and checked against recall@10 on every set:
+/// docs/BENCHMARKS.md ("relevance floor") has the distribution.
+pub const DEFAULT_SIMILARITY_FLOOR: f64 = 0.2;
+
 // Reciprocal rank fusion, exact tokens and the word-match weight ranked
 // hybrid search from 0.3.0 to 0.13.0 and stay for the Rust functions those
 // releases' upgrade scripts create (`_fused_relevance`, `_weighted_fusion`,

@@ -88,7 +88,9 @@ BEGIN
                                 || (v_summary ->> 'id')::uuid, NULL);
         v_hits := engram._search(
             ROW(v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
-            context.query_embedding, context.query_text, v_depth + cardinality(v_shown), 0,
+            context.query_embedding, context.query_text, v_depth + cardinality(v_shown),
+            engram._similarity_floor(NULL, context.query_embedding IS NOT NULL
+                                           AND nullif(btrim(context.query_text), '') IS NOT NULL),
             engram.time_window(context.query_text));
     END IF;
 

@@ -9,15 +9,93 @@
 -- API, a DBA's INSERT, a restore, an import.
 CREATE FUNCTION engram._entities_indexed() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_first text;
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
         DELETE FROM engram.memory_entities e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind)
-        SELECT NEW.owner, NEW.id, x.key, x.name, x.kind FROM engram._entities(NEW.content, NEW.tags) x;
+        INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind, pinned)
+        SELECT NEW.owner, NEW.id, x.key, x.name, x.kind, x.pinned FROM engram._memory_entities(NEW.content, NEW.tags) x;
+        -- the people it names: their first names' merges, settled anew
+        FOR v_first IN
+            SELECT DISTINCT split_part(x.key, ' ', 1) FROM engram._memory_entities(NEW.content, NEW.tags) x
+            WHERE x.kind IN ('person', 'thing') AND NOT x.pinned
+        LOOP
+            PERFORM engram._merge_first_name(NEW.owner, v_first);
+        END LOOP;
     END IF;
     RETURN NULL;
+END
+$fn$;
+
+-- Alias merging: a person's first name written alone ("Marta") is the
+-- owner's one full name that starts with it ("Marta Keller"), when there
+-- is exactly one; the rows of the first name (kind person or thing, not
+-- named by an entity: tag) are indexed under the full name, keeping the
+-- key as written in `alias`. When a second full name with that first word
+-- appears ("Marta Ruiz"), the merge is undone: the first name is
+-- ambiguous. Every merge and undo leaves an audit row (entity_merge,
+-- entity_unmerge: alias, into, memories). A memory that must keep the
+-- first name apart carries the tag entity:person:NAME (pinned).
+CREATE FUNCTION engram._merge_first_name(p_owner text, p_first text) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_full  text[];
+    v_moved bigint;
+    v_into  text;
+BEGIN
+    IF p_first IS NULL OR p_first = '' THEN
+        RETURN;
+    END IF;
+    v_full := ARRAY(SELECT DISTINCT e.key FROM engram.memory_entities e
+                    WHERE e.owner = p_owner AND split_part(e.key, ' ', 1) = p_first
+                      AND e.key <> p_first AND e.kind = 'person' AND e.alias IS NULL
+                    ORDER BY 1 LIMIT 2);
+    -- undo merges into a full name that is no longer the only one (or gone)
+    FOR v_into, v_moved IN
+        WITH undone AS (
+            UPDATE engram.memory_entities e SET key = e.alias, alias = NULL
+            WHERE e.owner = p_owner AND e.alias = p_first
+              AND (cardinality(v_full) <> 1 OR e.key <> v_full[1])
+              AND NOT EXISTS (SELECT 1 FROM engram.memory_entities d
+                              WHERE d.owner = e.owner AND d.memory_id = e.memory_id AND d.key = e.alias)
+            RETURNING e.key
+        )
+        SELECT u.key, count(*) FROM undone u GROUP BY u.key
+    LOOP
+        PERFORM engram._audit(p_owner, 'entity_unmerge', NULL,
+                              jsonb_build_object('alias', p_first, 'from', v_into, 'memories', v_moved,
+                                                 'why', CASE WHEN cardinality(v_full) > 1 THEN 'ambiguous' ELSE 'gone' END));
+    END LOOP;
+    IF cardinality(v_full) <> 1 THEN
+        RETURN;
+    END IF;
+    -- a memory naming both keeps the full name's row only
+    DELETE FROM engram.memory_entities e
+    WHERE e.owner = p_owner AND e.key = p_first AND e.kind IN ('person', 'thing') AND NOT e.pinned
+      AND EXISTS (SELECT 1 FROM engram.memory_entities f
+                  WHERE f.owner = e.owner AND f.memory_id = e.memory_id AND f.key = v_full[1]);
+    UPDATE engram.memory_entities e SET key = v_full[1], alias = p_first, kind = 'person'
+    WHERE e.owner = p_owner AND e.key = p_first AND e.kind IN ('person', 'thing') AND NOT e.pinned;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved > 0 THEN
+        PERFORM engram._audit(p_owner, 'entity_merge', NULL,
+                              jsonb_build_object('alias', p_first, 'into', v_full[1], 'memories', v_moved));
+    END IF;
+END
+$fn$;
+
+-- The key a name is looked up by: its own, or the full name its first
+-- name was merged into (alias merging).
+CREATE FUNCTION engram._entity_resolve(p_owner text, p_key text) RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v text;
+BEGIN
+    SELECT e.key INTO v FROM engram.memory_entities e WHERE e.owner = p_owner AND e.alias = p_key LIMIT 1;
+    RETURN coalesce(v, p_key);
 END
 $fn$;
 
@@ -57,7 +135,7 @@ CREATE FUNCTION engram._entity_memories(p_owner text, p_entity text) RETURNS uui
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     RETURN ARRAY(SELECT e.memory_id FROM engram.memory_entities e
-                 WHERE e.owner = p_owner AND e.key = engram._entity_key(p_entity));
+                 WHERE e.owner = p_owner AND e.key = engram._entity_resolve(p_owner, engram._entity_key(p_entity)));
 END
 $fn$;
 
@@ -74,7 +152,7 @@ LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     RETURN QUERY
     WITH x AS (
-        SELECT e.key, e.name, e.kind, m.occurred_at, m.created_at
+        SELECT e.key, e.name, e.kind, e.alias, m.occurred_at, m.created_at
         FROM engram.memory_entities e
         JOIN engram.memories m ON m.owner = e.owner AND m.id = e.memory_id
         WHERE e.owner = p_owner
@@ -84,8 +162,9 @@ BEGIN
           AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.internal_type IS NULL
     ), names AS (
         SELECT DISTINCT ON (y.key) y.key, y.name
-        FROM (SELECT x.key, x.name, count(*) AS n, max(x.created_at) AS latest FROM x GROUP BY x.key, x.name) y
-        ORDER BY y.key, y.n DESC, y.latest DESC, y.name
+        FROM (SELECT x.key, x.name, bool_and(x.alias IS NOT NULL) AS merged, count(*) AS n, max(x.created_at) AS latest
+              FROM x GROUP BY x.key, x.name) y
+        ORDER BY y.key, y.merged, y.n DESC, y.latest DESC, y.name
     ), kinds AS (
         SELECT DISTINCT ON (y.key) y.key, y.kind
         FROM (SELECT x.key, x.kind, count(*) AS n FROM x GROUP BY x.key, x.kind) y
@@ -150,7 +229,7 @@ BEGIN
             USING ERRCODE = '22004';
     END IF;
     PERFORM engram._check_entity('entity', about.entity);
-    v_key := engram._entity_key(about.entity);
+    v_key := engram._entity_resolve(v_owner, engram._entity_key(about.entity));
     -- One statement per table (on Citus each runs on the owner's shard).
     v_ids := engram._entity_memories(v_owner, about.entity);
     SELECT jsonb_build_object('name', x.name, 'kind', x.kind, 'memories', x.memories)

@@ -130,18 +130,63 @@ $fn$;
 -- the work engram-mcp's background embedder does next. Ghost and agent
 -- memories are not in it (an internal context never reads them through
 -- this function); they are written with their embeddings.
+-- Each with `previous`: for an episodic memory of a session, the turn
+-- before it (engram.previous_turn), which engram-mcp embeds with it.
 CREATE FUNCTION engram.embedding_backlog(owner text DEFAULT NULL, lim integer DEFAULT 64)
-RETURNS TABLE (id uuid, content text)
+RETURNS TABLE (id uuid, content text, previous text)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(embedding_backlog.owner, NULL, NULL, false);
 BEGIN
     RETURN QUERY
-    SELECT m.id, m.content FROM engram.memories m
-    WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
-      AND m.source <> 'resource'  -- people write resources' embeddings (resource_update)
-    ORDER BY m.created_at, m.id
-    LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000);
+    SELECT b.id, b.content,
+           CASE WHEN b.kind = 'episodic' AND b.session_id IS NOT NULL
+                THEN engram._previous_turn(v_owner, b.session_id, b.occurred_at, b.id) END
+    FROM (SELECT m.id, m.content, m.kind, m.session_id, m.occurred_at, m.created_at FROM engram.memories m
+          WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
+            AND m.source <> 'resource'  -- people write resources' embeddings (resource_update)
+          ORDER BY m.created_at, m.id
+          LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000)) b
+    ORDER BY b.created_at, b.id;
+END
+$fn$;
+
+-- The content of the turn before a moment in one of the owner's
+-- conversations: its latest active normal episodic memory of session
+-- p_session that happened at or before p_at (NULL: now), other than
+-- p_except. NULL when there is none.
+CREATE FUNCTION engram._previous_turn(p_owner text, p_session text, p_at timestamptz, p_except uuid)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v text;
+BEGIN
+    SELECT m.content INTO v FROM engram.memories m
+    WHERE m.owner = p_owner AND m.session_id = p_session AND m.kind = 'episodic' AND m.status = 'active'
+      AND m.internal_type IS NULL AND m.occurred_at <= coalesce(p_at, now())
+      AND m.id IS DISTINCT FROM p_except
+    ORDER BY m.occurred_at DESC, m.created_at DESC, m.id DESC
+    LIMIT 1;
+    RETURN v;
+END
+$fn$;
+
+-- The turn a new turn of conversation session_id follows: the content of
+-- the caller's latest episodic memory of that session that happened at or
+-- before `at` (default now); NULL when the session has none. engram-mcp
+-- embeds a new turn with it (engram-core's conversation::contextual_text).
+CREATE FUNCTION engram.previous_turn(owner text DEFAULT NULL, session_id text DEFAULT NULL, "at" timestamptz DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_owner text := engram._caller(previous_turn.owner, NULL, NULL, false);
+BEGIN
+    PERFORM engram._check_short('session_id', previous_turn.session_id, 256);
+    PERFORM engram._check_moment('at', previous_turn."at");
+    IF previous_turn.session_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN engram._previous_turn(v_owner, previous_turn.session_id, previous_turn."at", NULL);
 END
 $fn$;
 

@@ -323,6 +323,107 @@ BEGIN
 END
 $fn$;
 
+-- The similarity below which a hit that no query word matched is left
+-- out: min_similarity when the caller passes one; otherwise, for a
+-- hybrid query (text and embedding), engram.similarity_floor (a hit that
+-- shares no word with the query and is not near it in meaning is noise:
+-- "Lyon" finding a note about matcha); 0 for a vector-only query, which
+-- returns its k nearest whatever they are.
+CREATE FUNCTION engram._similarity_floor(p_min_similarity real, p_hybrid boolean) RETURNS real
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    IF p_min_similarity IS NOT NULL THEN
+        RETURN p_min_similarity;
+    END IF;
+    RETURN CASE WHEN p_hybrid THEN engram._setting_similarity_floor() ELSE 0 END;
+END
+$fn$;
+
+-- Hits ranked so that, of two facts found together that contradict each
+-- other, the newer comes first: each memory stored over a conflict
+-- (remember with force notes the memories it conflicted with in its
+-- metadata's engram_forced_over), and each of the first p_k facts (not
+-- events) that engram-core's conflict rules find contradicted by a newer
+-- one among them (engram._contradicted_by, "newer" by valid_from), gets a
+-- score just under the newer one's.
+CREATE FUNCTION engram._newer_first(p_owner text, p_hits engram.search_hit[], p_k integer) RETURNS engram.search_hit[]
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_ids    uuid[];
+    v_texts  text[];
+    v_times  float8[];
+    v_cos    real[];
+    v_newer  jsonb;
+    v_out    engram.search_hit[];
+BEGIN
+    IF p_hits IS NULL OR cardinality(p_hits) < 2 THEN
+        RETURN p_hits;
+    END IF;
+    -- the first facts, their pairwise similarities, the newer that contradicts each
+    SELECT array_agg(t.id ORDER BY t.ordinality), array_agg(t.content ORDER BY t.ordinality),
+           array_agg(extract(epoch FROM t.valid_from)::float8 ORDER BY t.ordinality)
+    INTO v_ids, v_texts, v_times
+    FROM unnest(p_hits[1:least(p_k, 20)]) WITH ORDINALITY AS t
+    WHERE t.kind <> 'episodic';
+    IF cardinality(v_ids) >= 2 THEN
+        WITH e AS (
+            SELECT x.i, m.embedding FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
+            LEFT JOIN engram.memories m ON m.owner = p_owner AND m.id = x.id
+        )
+        SELECT array_agg(coalesce((1 - (a.embedding <=> b.embedding))::real, 0) ORDER BY a.i, b.i)
+        INTO v_cos
+        FROM e a CROSS JOIN e b;
+        SELECT jsonb_object_agg(v_ids[b.r]::text, v_ids[b.newer]) INTO v_newer
+        FROM unnest(engram._contradicted_by(v_texts, v_times, v_cos, engram._setting_conflict_threshold()))
+             WITH ORDINALITY AS b(newer, r)
+        WHERE b.newer > 0;
+    END IF;
+    IF v_newer IS NULL AND NOT EXISTS (SELECT 1 FROM unnest(p_hits) h WHERE h.metadata ? 'engram_forced_over') THEN
+        RETURN p_hits;
+    END IF;
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.similarity, x.new_score, x.trust_score,
+                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
+                         x.namespace, x.key, x.value)::engram.search_hit
+                     ORDER BY x.new_score DESC, x.id)
+    INTO v_out
+    FROM (SELECT h.*,
+                 least(h.score,
+                       coalesce((SELECT min(n.score) * 0.999::real FROM unnest(p_hits) n
+                                 WHERE n.metadata -> 'engram_forced_over' ? h.id::text), h.score),
+                       coalesce((SELECT n.score * 0.999::real FROM unnest(p_hits) n
+                                 WHERE n.id = (v_newer ->> h.id::text)::uuid), h.score)) AS new_score
+          FROM unnest(p_hits) h) x;
+    RETURN v_out;
+END
+$fn$;
+
+-- Hits grouped by conversation (group_by => 'session'): the p_k sessions
+-- whose best turn scores highest, each with its best turns (at most 3),
+-- best session first, best turn first within it. A memory without a
+-- session is a group of its own. p_sessions maps hit ids to sessions.
+CREATE FUNCTION engram._by_session(p_hits engram.search_hit[], p_sessions jsonb, p_k integer)
+RETURNS engram.search_hit[]
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    v_out engram.search_hit[];
+BEGIN
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.similarity, x.score, x.trust_score,
+                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
+                         x.namespace, x.key, x.value)::engram.search_hit
+                     ORDER BY x.group_rank, x.turn_rank)
+    INTO v_out
+    FROM (SELECT y.*, dense_rank() OVER (ORDER BY y.best DESC, y.grp) AS group_rank
+          FROM (SELECT h.*, coalesce(p_sessions ->> h.id::text, h.id::text) AS grp,
+                       max(h.score) OVER (PARTITION BY coalesce(p_sessions ->> h.id::text, h.id::text)) AS best,
+                       row_number() OVER (PARTITION BY coalesce(p_sessions ->> h.id::text, h.id::text)
+                                          ORDER BY h.score DESC, h.id) AS turn_rank
+                FROM unnest(p_hits) h) y
+          WHERE y.turn_rank <= 3) x
+    WHERE x.group_rank <= p_k;
+    RETURN coalesce(v_out, '{}');
+END
+$fn$;
+
 CREATE FUNCTION engram.search(
     owner text DEFAULT NULL,
     query_embedding vector DEFAULT NULL,
@@ -336,7 +437,7 @@ CREATE FUNCTION engram.search(
     session_id text DEFAULT NULL,
     created_after timestamptz DEFAULT NULL,
     created_before timestamptz DEFAULT NULL,
-    min_similarity real DEFAULT 0,
+    min_similarity real DEFAULT NULL,
     include_archived boolean DEFAULT false,
     valid_at timestamptz DEFAULT NULL,
     known_at timestamptz DEFAULT NULL,
@@ -344,17 +445,22 @@ CREATE FUNCTION engram.search(
     entity text DEFAULT NULL,
     namespace_prefix text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
-    refresh_ttl boolean DEFAULT false)
+    refresh_ttl boolean DEFAULT false,
+    group_by text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, similarity real,
                score real, trust_score real, staleness_score real, created_at timestamptz, source text,
                occurred_at timestamptz, valid_from timestamptz, valid_to timestamptz, time_window tstzrange,
-               namespace text[], key text, value jsonb)
+               namespace text[], key text, value jsonb, session text)
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_owner  text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
     v_hits   engram.search_hit[];
     v_scope  engram.read_scope;
     v_ids    uuid[];
+    v_k      integer := search.k;
+    v_floor  real := engram._similarity_floor(search.min_similarity,
+                                              search.query_embedding IS NOT NULL AND nullif(btrim(search.query_text), '') IS NOT NULL);
+    v_sessions jsonb;
     -- The time the query names, read against reference_time (default: now,
     -- or known_at when answering as the store stood then).
     v_window tstzrange := engram.time_window(search.query_text,
@@ -366,6 +472,15 @@ BEGIN
     PERFORM engram._check_moment('known_at', search.known_at);
     PERFORM engram._check_moment('reference_time', search.reference_time);
     PERFORM engram._check_item_filters(search.namespace_prefix, search.filter);
+    IF search.group_by IS NOT NULL AND search.group_by <> 'session' THEN
+        RAISE EXCEPTION 'group_by % is not known; pass ''session'' (the best sessions, each with its best turns) or leave it out',
+            quote_literal(search.group_by)
+            USING ERRCODE = '22023';
+    END IF;
+    IF search.group_by IS NOT NULL THEN
+        -- k sessions: their turns come from the widest candidate list
+        v_k := 100;
+    END IF;
     -- The scope is ANDed with the caller's own tag filters; it can only narrow.
     v_scope := ROW(v_owner,
             CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
@@ -389,10 +504,17 @@ BEGIN
         END IF;
         PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
         v_hits := engram._search_as_of(v_scope, least(coalesce(search.known_at, now()), now()), search.query_embedding,
-                                       search.query_text, search.k, search.min_similarity, v_window, v_ids);
+                                       search.query_text, v_k, v_floor, v_window, v_ids);
     ELSE
-        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, search.k,
-                                 search.min_similarity, v_window);
+        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, v_k, v_floor, v_window);
+    END IF;
+    v_hits := engram._newer_first(v_owner, v_hits, engram._clamp_k(search.k));
+    -- each hit's session, by one read of the owner's rows
+    SELECT jsonb_object_agg(m.id::text, m.session_id) INTO v_sessions
+    FROM engram.memories m
+    WHERE m.owner = v_owner AND m.id = ANY (ARRAY(SELECT h.id FROM unnest(v_hits) h)) AND m.session_id IS NOT NULL;
+    IF search.group_by = 'session' THEN
+        v_hits := engram._by_session(v_hits, coalesce(v_sessions, '{}'), engram._clamp_k(search.k));
     END IF;
     PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
     IF search.refresh_ttl THEN
@@ -403,7 +525,7 @@ BEGIN
     END IF;
     RETURN QUERY SELECT h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, h.score, h.trust_score,
                         h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
-                        v_window, h.namespace, h.key, h.value
+                        v_window, h.namespace, h.key, h.value, v_sessions ->> h.id::text
                  FROM unnest(v_hits) h;
 END
 $fn$;

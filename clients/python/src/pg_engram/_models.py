@@ -111,6 +111,7 @@ class SearchHit:
     namespace: tuple[str, ...] | None = None
     key: str | None = None
     value: Any = None
+    session_id: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SearchHit:
@@ -120,25 +121,40 @@ class SearchHit:
             trust_score=d.get("trust_score"), source=d.get("source"), created_at=parse_time(d.get("created_at")),
             occurred_at=parse_time(d.get("occurred_at")), valid_from=parse_time(d.get("valid_from")),
             valid_to=parse_time(d.get("valid_to")), namespace=_namespace(d.get("namespace")), key=d.get("key"),
-            value=d.get("value"),
+            value=d.get("value"), session_id=d.get("session_id"),
         )
 
 
 class SearchResults(list[SearchHit]):
-    """The hits, best first (a list), and the time window the query named
-    ("last week"), or None."""
+    """The hits, best first (a list; with `group_by="session"`, grouped by
+    session, best session first), the time window the query named ("last
+    week") or None, and, when nothing was found, the server's `note`."""
 
     time_window: tuple[datetime | None, datetime | None] | None
+    note: str | None
 
-    def __init__(self, hits: list[SearchHit], time_window: tuple[datetime | None, datetime | None] | None) -> None:
+    def __init__(self, hits: list[SearchHit], time_window: tuple[datetime | None, datetime | None] | None,
+                 note: str | None = None) -> None:
         super().__init__(hits)
         self.time_window = time_window
+        self.note = note
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SearchResults:
         w = d.get("time_window")
         window = None if w is None else (parse_time(w.get("start")), parse_time(w.get("end")))
-        return cls([SearchHit.from_json(h) for h in d["results"]], window)
+        return cls([SearchHit.from_json(h) for h in d["results"]], window, d.get("note"))
+
+    def sessions(self) -> list[tuple[str | None, list[SearchHit]]]:
+        """The hits by session, in order: each session (None for hits
+        without one, each its own group) with its hits."""
+        groups: list[tuple[str | None, list[SearchHit]]] = []
+        for h in self:
+            if h.session_id is not None and groups and groups[-1][0] == h.session_id:
+                groups[-1][1].append(h)
+            else:
+                groups.append((h.session_id, [h]))
+        return groups
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ class SearchOptions(TypedDict, total=False):
     filter: Mapping[str, Any]
     namespace_prefix: Namespace
     min_similarity: float
+    group_by: Literal["session"]
     valid_at: Moment
     known_at: Moment
     reference_time: Moment
