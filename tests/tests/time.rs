@@ -573,10 +573,11 @@ fn the_entities_walkthrough_runs_as_printed() {
     assert!(ok, "the walkthrough failed:\n{text}");
     let listed = text.split("name").nth(1).unwrap_or_default();
     for line in [
-        "Apollo          | project |        3",
-        "Jose Diaz       | person  |        2",
+        "Apollo          | project |        4",
+        "Jose Diaz       | person  |        3",
         "Porto           | place   |        1",
         "Rocket Espresso | product |        1",
+        "billing-api     | service |        1",
     ] {
         assert!(listed.contains(line), "entities lack {line:?}:\n{text}");
     }
@@ -591,6 +592,10 @@ fn the_entities_walkthrough_runs_as_printed() {
     assert!(
         searched.contains("Jose Diaz moved to Porto in May") && searched.contains("(1 row)"),
         "{text}"
+    );
+    assert!(
+        text.contains(r#"{"into": "jose diaz", "alias": "jose", "memories": 1}"#),
+        "the merge is audited: {text}"
     );
     let _ = psql("postgres", &format!("DROP DATABASE {db}"));
 }

@@ -268,3 +268,22 @@ def test_a_retry_that_finds_nothing_is_success_only_when_the_first_try_may_have_
     sure = Client("http://engram", "t", backoff=0, http_client=httpx.Client(transport=server(rolled_back)))
     with pytest.raises(Missing):
         sure.revoke_token(token_id)
+
+
+def test_sessions_as_answers_and_nothing_relevant(engram, user):
+    """group_by="session" returns conversations (SearchResults.sessions()); a search that matches nothing
+    says so in `note` rather than returning an unrelated memory."""
+    for session, turns in {"py-trip": ["We booked the Lisbon flight for May", "The Lisbon hotel is near Alfama"],
+                           "py-garden": ["The tomatoes in the garden need more sun"]}.items():
+        with httpx.Client(headers={"X-Session-Id": session}, timeout=30) as http, \
+                Client(engram["url"], user["token"], http_client=http) as c:
+            for t in turns:
+                assert c.remember(t, kind="episodic").created
+    with Client(engram["url"], user["token"]) as c:
+        found = c.search("Lisbon flight and hotel", group_by="session", limit=2)
+        groups = found.sessions()
+        assert groups[0][0] == "py-trip" and len(groups[0][1]) == 2, groups
+        assert all(h.session_id == "py-trip" for h in groups[0][1])
+        nothing = c.search("zeppelin maintenance schedule")
+        assert list(nothing) == [] and (nothing.note or "").startswith("Nothing relevant"), nothing.note
+        assert c.search("Lisbon flight").note is None

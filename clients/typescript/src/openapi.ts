@@ -625,7 +625,9 @@ export interface components {
             id: string;
         };
         Found: {
-            /** @description Best first. */
+            /** @description Said when nothing was found: nothing matches the query's words or comes close to it in meaning. */
+            note?: string | null;
+            /** @description Best first (with group_by: grouped by session, best session first). */
             results: components["schemas"]["Hit"][];
             time_window?: components["schemas"]["TimeWindow"] | null;
         };
@@ -644,6 +646,8 @@ export interface components {
              * @description relevance x trust x freshness: the order of the results.
              */
             score: number;
+            /** @description The conversation it belongs to (null for none). */
+            session_id?: string | null;
             /**
              * Format: float
              * @description Cosine similarity to the query (null for a hit found by words only).
@@ -875,6 +879,11 @@ export interface components {
             entity?: string | null;
             /** @description A JSON object over each memory's value (else metadata), as in GET /v1/memories. */
             filter?: Record<string, unknown> | null;
+            /**
+             * @description `session`: the best conversations instead of the best memories: `limit` sessions, each with up to 3
+             *     of its best turns, best session first (a memory without a session is a group of its own).
+             */
+            group_by?: string | null;
             /** @description Only these kinds. */
             kinds?: string[] | null;
             /** @description Answer as the store stood at this moment. */
@@ -886,7 +895,9 @@ export interface components {
             limit?: number | null;
             /**
              * Format: float
-             * @description Leave out hits less similar than this (cosine, -1..1).
+             * @description Leave out hits less similar than this (cosine, -1..1). Default: none for a search by meaning alone;
+             *     for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.2) for
+             *     hits that share no word with the query.
              */
             min_similarity?: number | null;
             /** @description Only keyed memories under this namespace. */

@@ -9,8 +9,9 @@
 //!   separate sessions that never saw the rules (their `about` says how):
 //!   the figures that count. No rule was changed to fit them.
 //!
-//! The floors below are a little under the figures measured when each set
-//! was added (docs/TIME_AND_ENTITIES.md has them): they catch a regression.
+//! The floors below are a little under the figures measured with the rules
+//! of 0.19.0 (docs/BENCHMARKS.md has them, and those of 0.18.0): they
+//! catch a regression.
 
 use engram_core::entities::{extract, key};
 use serde_json::Value;
@@ -92,7 +93,7 @@ fn held_out_sets() {
         include_str!("../../../tests/data/entities_heldout.json"),
     );
     assert!(
-        held_out.precision >= 0.9 && held_out.recall >= 0.9 && held_out.kind_right >= 0.75,
+        held_out.precision >= 0.9 && held_out.recall >= 0.93 && held_out.kind_right >= 0.8,
         "entities_heldout.json"
     );
     let blind = measure(

@@ -327,6 +327,51 @@ pub const SYNONYMS: &[(&str, &str)] = &[
     ("finish", "end"),
 ];
 
+/// People and things that belong to someone: "Raj's wife prefers coffee"
+/// is not about Raj.
+pub const RELATIONS: &[&str] = &[
+    "wife",
+    "husband",
+    "partner",
+    "spouse",
+    "son",
+    "daughter",
+    "kid",
+    "kids",
+    "child",
+    "children",
+    "mother",
+    "father",
+    "mom",
+    "mum",
+    "dad",
+    "parent",
+    "parents",
+    "sister",
+    "brother",
+    "sibling",
+    "friend",
+    "boss",
+    "colleague",
+    "cousin",
+    "aunt",
+    "uncle",
+    "niece",
+    "nephew",
+    "grandmother",
+    "grandfather",
+    "dog",
+    "cat",
+    "pet",
+    "roommate",
+    "neighbour",
+    "neighbor",
+];
+
+/// Words of a preference that holds one value at a time ("prefers
+/// sencha", "favourite tea is gyokuro"): another object is another value.
+pub const EXCLUSIVE_PREFERENCES: &[&str] = &["prefer", "prefers", "preferred", "favourite", "favorite"];
+
 /// Words that make a text a statement about its writer ("I", "my").
 /// "We" and "our" too: the writer's household or team.
 pub const FIRST_PERSON: &[&str] = &[

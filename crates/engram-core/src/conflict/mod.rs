@@ -126,10 +126,11 @@ fn shares_entity(a: &str, b: &str) -> bool {
 }
 
 /// Whether the two are about different things whatever their words:
-/// different ids, different environments.
+/// different ids, different environments, someone's relation and not
+/// them ("Raj prefers tea" / "Raj's wife prefers coffee").
 fn different_instances(n: &Statement, o: &Statement) -> bool {
     let disjoint = |a: &BTreeSet<String>, b: &BTreeSet<String>| !a.is_empty() && !b.is_empty() && a.is_disjoint(b);
-    disjoint(&n.ids, &o.ids) || disjoint(&n.environments, &o.environments)
+    disjoint(&n.ids, &o.ids) || disjoint(&n.environments, &o.environments) || n.relations != o.relations
 }
 
 /// Whether `n` only adds detail to `o`: every value of `o` agrees with one
@@ -193,7 +194,14 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
     let updated = cue != Cue::None
         && changed.is_some_and(|k| shared >= 2 || (k == Kind::State && shared >= 1))
         && cosine >= CUE_FLOOR;
+    // another object of one exclusive preference: "Vera prefers sencha
+    // green tea" / "Vera prefers gyokuro"
+    let preference_changed = match (&n.preferred, &o.preferred) {
+        (Some(a), Some(b)) => !a.is_empty() && !b.is_empty() && a.is_disjoint(b) && shared >= 2,
+        _ => false,
+    };
     if (cosine >= VALUE_FLOOR && same_statement && changed.is_some())
+        || (cosine >= CUE_FLOOR && preference_changed)
         || updated
         || (cosine >= VALUE_FLOOR && n.role && o.role && owners_differ(&n, &o))
     {
@@ -484,6 +492,24 @@ mod tests {
         assert!(announces_update(new, old, 0.5));
         assert!(!announces_update("Ken also likes blues now", "Ken likes jazz", 0.7));
         assert!(!announces_update(new, old, 0.3));
+    }
+
+    #[test]
+    fn another_object_of_an_exclusive_preference_is_another_value() {
+        assert!(flags(
+            "Vera prefers gyokuro",
+            "Vera prefers sencha green tea",
+            0.7,
+            "changed_value"
+        ));
+        assert!(names("Vera likes gyokuro", "Vera likes sencha green tea", 0.7).is_empty());
+        assert!(names("Tom prefers gyokuro", "Vera prefers sencha green tea", 0.6).is_empty());
+        assert!(names(
+            "Raj's wife prefers coffee in the morning",
+            "Raj prefers tea in the morning",
+            0.8
+        )
+        .is_empty());
     }
 
     #[test]

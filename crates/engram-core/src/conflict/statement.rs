@@ -44,7 +44,12 @@ pub struct Statement {
     /// Ticket keys and other ids it names.
     pub ids: BTreeSet<String>,
     pub environments: BTreeSet<String>,
+    /// The relations it opens with ("wife", "dog"): whose fact it is.
+    pub relations: BTreeSet<String>,
     pub role: bool,
+    /// The subject words after an exclusive preference ("prefers sencha
+    /// green tea": sencha, green, tea).
+    pub preferred: Option<BTreeSet<String>>,
     pub negated: bool,
     pub addition: bool,
     pub history: bool,
@@ -301,8 +306,28 @@ impl Statement {
                 other => other.to_string(),
             })
             .collect();
+        let preferred = ws
+            .iter()
+            .position(|w| EXCLUSIVE_PREFERENCES.contains(&w.as_str()))
+            .map(|at| {
+                ws[at + 1..]
+                    .iter()
+                    .map(|w| stem(w))
+                    .filter(|w| subject.contains(w))
+                    .collect::<BTreeSet<String>>()
+            });
+        // (in the subject's place: "Raj's wife prefers", "my sister lives";
+        // not "went to live with my aunt")
+        let relations = ws
+            .iter()
+            .take(3)
+            .filter(|w| RELATIONS.contains(&w.as_str()))
+            .map(|w| w.trim_end_matches('s').to_string())
+            .collect();
         Statement {
+            relations,
             role: ws.iter().any(|w| ROLES.contains(&w.as_str())),
+            preferred,
             addition: holds(&lower, ADDITIONS),
             history: holds(&lower, HISTORY),
             approximate: holds(&lower, APPROXIMATE) || text.contains('~'),
