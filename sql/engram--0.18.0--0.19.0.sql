@@ -23,7 +23,8 @@
 ALTER TABLE engram.memory_entities
     ADD COLUMN alias text,
     ADD COLUMN pinned boolean NOT NULL DEFAULT false;
-CREATE INDEX memory_entities_first_word ON engram.memory_entities (owner, split_part(key, ' ', 1));
+CREATE INDEX memory_entities_first_word ON engram.memory_entities (owner, split_part(key, ' ', 1), key)
+    WHERE kind = 'person' AND alias IS NULL;
 CREATE INDEX memory_entities_alias ON engram.memory_entities (owner, alias) WHERE alias IS NOT NULL;
 CREATE INDEX memories_session ON engram.memories (owner, session_id, occurred_at) WHERE session_id IS NOT NULL;
 UPDATE engram.configuration SET version = '0.19.0';
@@ -56,20 +57,14 @@ AS 'MODULE_PATHNAME', '_setting_similarity_floor_wrapper';
 
 SELECT engram._install_api('0.19.0');
 
--- Every memory's entities by the 0.19.0 rules (the Rust function above,
--- which later libraries keep), then, where this hop loaded the API, each
--- owner's first names merged into their full names. A chain of hops past
--- 0.19.0 runs the merge pass in its last hop (sql/README.md).
-DELETE FROM engram.memory_entities;
-INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind, pinned)
-SELECT m.owner, m.id, x.key, x.name, x.kind, x.pinned
-FROM engram.memories m, engram._memory_entities(m.content, m.tags) x;
-DO $merge$
+-- Every memory's entities by the 0.19.0 rules, then each owner's first
+-- names merged into their full names (engram._reindex_entities, which this
+-- hop's API holds). A chain of hops past 0.19.0 runs it in its last hop
+-- (sql/README.md).
+DO $reindex$
 BEGIN
-    IF to_regprocedure('engram._merge_first_name(text, text)') IS NOT NULL THEN
-        PERFORM engram._merge_first_name(f.owner, f.first)
-        FROM (SELECT DISTINCT e.owner, split_part(e.key, ' ', 1) AS first FROM engram.memory_entities e
-              WHERE e.kind = 'person' AND e.key LIKE '% %') f;
+    IF to_regprocedure('engram._reindex_entities()') IS NOT NULL THEN
+        PERFORM engram._reindex_entities();
     END IF;
 END
-$merge$;
+$reindex$;

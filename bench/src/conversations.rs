@@ -631,7 +631,8 @@ pub async fn eval(c: &Client, model: &OnnxEmbedder, path: &Path, owners: usize, 
                     (AUTHOR_ROWS[2], Some(&v), None),
                     (AUTHOR_ROWS[4], Some(&v), Some(q.text.as_str())),
                 ] {
-                    let ranked = turns(search.run(c, ask(emb, txt, 100, None, None, user.clone())).await);
+                    // (the authors rank every user turn: no floor, as many as search returns)
+                    let ranked = turns(search.run(c, ask(emb, txt, 100, Some(-1.0), None, user.clone())).await);
                     let (any5, all5) = any_all(&ranked, &correct, 5);
                     let (any10, all10) = any_all(&ranked, &correct, 10);
                     add(&mut authors, row, &q.kind, any5, any10);

@@ -560,7 +560,8 @@ CREATE TABLE engram.memory_entities (
 );
 CREATE INDEX memory_entities_key ON engram.memory_entities (owner, key);
 -- A first name's full names, and the rows merged under one (alias merging).
-CREATE INDEX memory_entities_first_word ON engram.memory_entities (owner, split_part(key, ' ', 1));
+CREATE INDEX memory_entities_first_word ON engram.memory_entities (owner, split_part(key, ' ', 1), key)
+    WHERE kind = 'person' AND alias IS NULL;
 CREATE INDEX memory_entities_alias ON engram.memory_entities (owner, alias) WHERE alias IS NOT NULL;
 ALTER TABLE engram.memory_entities ENABLE ROW LEVEL SECURITY;
 

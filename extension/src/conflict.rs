@@ -35,6 +35,10 @@ fn _contradicted_by(texts: Vec<String>, times: Vec<f64>, cosines: Vec<f32>, thre
     if times.len() != texts.len() || cosines.len() != texts.len() * texts.len() {
         error!("engram._contradicted_by: one time per text and one cosine per pair");
     }
+    // search passes its first 20 hits; the pairs are quadratic in their number
+    if texts.len() > 20 {
+        error!("engram._contradicted_by: at most 20 texts, not {}", texts.len());
+    }
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     engram_core::conflict::contradicted_by(&texts, &times, &cosines, threshold)
         .into_iter()

@@ -334,3 +334,82 @@ async fn first_names_merge_into_the_one_full_name() {
         "{people:?}"
     );
 }
+
+/// The merge follows what the memories still say: a pinned first name is
+/// looked up as itself, deleting the only full name undoes the merge, and
+/// a memory naming both keeps its first-name row.
+#[tokio::test]
+async fn merges_follow_deletes_and_pins() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let event = "kind => 'episodic'";
+    let full = create(a, "alice", "Marta Keller leads billing", &axis(4, 0, 0.0), event).await;
+    create(a, "alice", "Lunch with Marta on Friday", &axis(4, 1, 0.0), event).await;
+    create(
+        a,
+        "alice",
+        "Marta Keller told Marta about the offsite",
+        &axis(4, 2, 0.0),
+        event,
+    )
+    .await;
+    let about = |entity: &str| {
+        let entity = entity.to_string();
+        async move {
+            a.query_one("SELECT engram.about(owner => 'alice', entity => $1)", &[&entity])
+                .await
+                .unwrap()
+                .get::<_, serde_json::Value>(0)
+        }
+    };
+    assert_eq!(about("marta").await["entity"]["name"], "Marta Keller");
+    // a pinned note: "Marta" is looked up as itself
+    create(
+        a,
+        "alice",
+        "Marta from the bakery called",
+        &axis(4, 3, 0.0),
+        "kind => 'episodic', tags => '{entity:person:Marta}'",
+    )
+    .await;
+    let pinned = about("Marta").await;
+    assert_eq!(pinned["entity"]["name"], "Marta", "{pinned}");
+    assert!(pinned["facts"].to_string().contains("bakery"), "{pinned}");
+    // the full name's memories deleted: the merge is undone ("gone")
+    a.execute(
+        "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
+        &[&full],
+    )
+    .await
+    .unwrap();
+    let third: Uuid = a
+        .query_one(
+            "SELECT id FROM engram.memories WHERE content LIKE 'Marta Keller told%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    a.execute(
+        "SELECT engram.forget(owner => 'alice', id => $1, hard => true)",
+        &[&third],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.memory_entities WHERE owner = 'alice' AND key = 'marta keller'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.audit_log WHERE action = 'entity_unmerge' AND details ->> 'why' = 'gone'"
+        )
+        .await,
+        1
+    );
+}

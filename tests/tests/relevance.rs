@@ -193,3 +193,152 @@ async fn the_newer_of_two_conflicting_facts_ranks_first() {
     .await;
     assert_eq!(ids, vec![newer.unwrap(), old]);
 }
+
+/// The order comes from the rules too, not only from `force`'s note: two
+/// facts stored apart (no memory notes the other) are read newer first
+/// when the newer one contradicts the older or announces an update.
+#[tokio::test]
+async fn the_rules_order_facts_that_no_write_linked() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let old = create(a, "ana", "The Q3 report is due on August 15th", &at_cosine(0.95), "").await;
+    let (_, newer, _) = remember(
+        a,
+        "ana",
+        "The Q3 report deadline was pushed back to September 1st",
+        &at_cosine(0.85),
+        "force => true",
+    )
+    .await;
+    // what force noted, taken away: only the rules can order them now
+    a.batch_execute("UPDATE engram.memories SET metadata = metadata - 'engram_forced_over'")
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = column(
+        a,
+        &format!(
+            "SELECT id FROM engram.search(owner => 'ana', query_embedding => '{}', query_text => 'Q3 report due')",
+            vec_text(&axis(4, 0, 0.0))
+        ),
+    )
+    .await;
+    assert_eq!(ids, vec![newer.unwrap(), old]);
+    // events are never reordered: both kept in score order
+    let e1 = create(
+        a,
+        "eve",
+        "The Q3 report is due on August 15th",
+        &at_cosine(0.95),
+        "kind => 'episodic'",
+    )
+    .await;
+    create(
+        a,
+        "eve",
+        "The Q3 report deadline was pushed back to September 1st",
+        &at_cosine(0.85),
+        "kind => 'episodic'",
+    )
+    .await;
+    let first: Vec<Uuid> = column(
+        a,
+        &format!(
+            "SELECT id FROM engram.search(owner => 'eve', query_embedding => '{}', query_text => 'Q3 report due') LIMIT 1",
+            vec_text(&axis(4, 0, 0.0))
+        ),
+    )
+    .await;
+    assert_eq!(first, vec![e1]);
+}
+
+/// engram.previous_turn: the turn before a moment in one session, in time
+/// order (turns written at one moment keep their order), never an expired,
+/// archived or other session's turn, nor another owner's.
+#[tokio::test]
+async fn the_previous_turn_is_the_one_before_in_its_session() {
+    let db = TestDb::new(4).await;
+    let a = &db.admin;
+    let turn = |owner: &str, content: &str, extra: &str| {
+        let (owner, content, extra) = (owner.to_string(), content.to_string(), extra.to_string());
+        async move {
+            create(
+                a,
+                &owner,
+                &content,
+                &axis(4, content.len(), 0.0),
+                &format!("kind => 'episodic', session_id => 's1'{extra}"),
+            )
+            .await
+        }
+    };
+    let previous = |owner: &str, at: Option<&str>| {
+        let (owner, at) = (owner.to_string(), at.map(str::to_string));
+        async move {
+            a.query_one(
+                "SELECT engram.previous_turn(owner => $1, session_id => 's1', \"at\" => $2::text::timestamptz)",
+                &[&owner, &at],
+            )
+            .await
+            .unwrap()
+            .get::<_, Option<String>>(0)
+        }
+    };
+    assert_eq!(previous("ana", None).await, None);
+    turn(
+        "ana",
+        "Shall I book the flight?",
+        ", occurred_at => '2026-05-01 10:00+00'",
+    )
+    .await;
+    turn("ana", "Yes please", ", occurred_at => '2026-05-01 10:01+00'").await;
+    turn("ana", "Later turn", ", occurred_at => '2026-05-02 10:00+00'").await;
+    turn(
+        "ana",
+        "Gone soon",
+        ", occurred_at => '2026-05-02 11:00+00', ttl => '1 millisecond'",
+    )
+    .await;
+    turn("bob", "Bob's turn", ", occurred_at => '2026-05-01 10:00:30+00'").await;
+    assert_eq!(
+        previous("ana", Some("2026-05-01 10:00:30+00")).await.as_deref(),
+        Some("Shall I book the flight?")
+    );
+    assert_eq!(
+        previous("ana", Some("2026-05-01 12:00+00")).await.as_deref(),
+        Some("Yes please")
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        previous("ana", None).await.as_deref(),
+        Some("Later turn"),
+        "the expired turn is skipped"
+    );
+    // turns written at one moment: the backlog gives each the one written before it
+    a.batch_execute(
+        "BEGIN;
+         SET LOCAL engram.owner = 'cy';
+         INSERT INTO engram.memories (owner, kind, session_id, content, content_sha256, dedup_key)
+         SELECT 'cy', 'episodic', 's1', 'turn ' || n, sha256(n::text::bytea), sha256(n::text::bytea)
+         FROM generate_series(1, 3) n;
+         COMMIT;",
+    )
+    .await
+    .unwrap();
+    let backlog: Vec<(String, Option<String>)> = a
+        .query(
+            "SELECT content, previous FROM engram.embedding_backlog(owner => 'cy') ORDER BY content",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let previous_of: Vec<Option<&str>> = backlog.iter().map(|b| b.1.as_deref()).collect();
+    assert_eq!(previous_of.iter().filter(|p| p.is_none()).count(), 1, "{backlog:?}");
+    for (content, previous) in &backlog {
+        if let Some(p) = previous {
+            assert_ne!(p, content, "{backlog:?}");
+        }
+    }
+}

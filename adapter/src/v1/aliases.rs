@@ -306,7 +306,8 @@ async fn browse_page(
                                        ORDER BY h.ordinality), '[]')
              FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4, tags_all => $5,
                  namespace_prefix => $6, valid_at => $7::text::timestamptz, entity => $8::text,
-                 created_after => $9::text::timestamptz, created_before => $10::text::timestamptz) WITH ORDINALITY h
+                 created_after => $9::text::timestamptz, created_before => $10::text::timestamptz,
+                 min_similarity => CASE WHEN $12::boolean THEN -1::real END) WITH ORDINALITY h
              WHERE h.ordinality > $11",
             &[
                 &embedding,
@@ -320,6 +321,9 @@ async fn browse_page(
                 &created_after,
                 &created_before,
                 &skip,
+                // browsing an entity's memories: every one of them, not only
+                // those whose words or meaning match its name
+                &text.is_none(),
             ],
         )
         .await?

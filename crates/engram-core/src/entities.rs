@@ -98,8 +98,13 @@ pub const MAX_SCANNED_BYTES: usize = 16 * 1024;
 pub fn key(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let chars: Vec<char> = name.trim().chars().collect();
+    // (emails, URLs, handles and ids keep their separators: "john_doe@x"
+    // and "john-doe@x" are two addresses, OPS-77 is not "ops 77")
+    let id_like = name.chars().any(|c| c.is_ascii_digit()) && !name.chars().any(char::is_lowercase);
+    let folds = !id_like && !name.contains(['@', '/', '#', ':']);
     for (i, &c) in chars.iter().enumerate() {
-        let joins = matches!(c, '-' | '_')
+        let joins = folds
+            && matches!(c, '-' | '_')
             && i > 0
             && chars[i - 1].is_alphanumeric()
             && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
@@ -823,8 +828,45 @@ const PRODUCTS: &[&str] = &[
 
 /// Products whose names are common words: only capitalised, mid-sentence.
 const AMBIGUOUS_PRODUCTS: &[&str] = &[
-    "angular", "consul", "edge", "envoy", "excel", "java", "linear", "notion", "python", "rails", "react", "rust",
-    "safari", "signal", "sketch", "slack", "spark", "swift", "teams", "vault", "vue", "windows", "word", "zoom",
+    "airflow",
+    "angular",
+    "ansible",
+    "asana",
+    "consul",
+    "discord",
+    "edge",
+    "envoy",
+    "excel",
+    "fedora",
+    "flask",
+    "java",
+    "jenkins",
+    "linear",
+    "notion",
+    "npm",
+    "outlook",
+    "pandas",
+    "pip",
+    "python",
+    "rails",
+    "react",
+    "rust",
+    "safari",
+    "signal",
+    "sketch",
+    "slack",
+    "snowflake",
+    "spark",
+    "stripe",
+    "swift",
+    "teams",
+    "trello",
+    "vault",
+    "vue",
+    "windows",
+    "word",
+    "yarn",
+    "zoom",
 ];
 
 /// Common first names from many languages (none an English word): a

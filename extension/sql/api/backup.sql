@@ -328,9 +328,7 @@ BEGIN
     SELECT jsonb_object_agg(l.table_name, l.rows) INTO v_loaded FROM engram.restore_loads l;
     DELETE FROM engram.restore_loads;
     PERFORM engram.rebuild_lists();
-    DELETE FROM engram.memory_entities;
-    INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind)
-    SELECT m.owner, m.id, x.key, x.name, x.kind FROM engram.memories m, engram._entities(m.content, m.tags) x;
+    PERFORM engram._reindex_entities();
     PERFORM engram.recount_usage();
     -- (rebuild_image_holds without its erasure: a restore erases nothing)
     PERFORM engram._hold_images();

@@ -11,8 +11,14 @@ CREATE FUNCTION engram._entities_indexed() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_first text;
+    v_gone  text[];
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        -- (the first names of the full names it named: their merges are
+        -- settled anew once its rows are gone)
+        v_gone := ARRAY(SELECT DISTINCT split_part(e.key, ' ', 1) FROM engram.memory_entities e
+                        WHERE e.owner = OLD.owner AND e.memory_id = OLD.id AND e.kind = 'person'
+                          AND e.key LIKE '% %' AND e.alias IS NULL);
         DELETE FROM engram.memory_entities e WHERE e.owner = OLD.owner AND e.memory_id = OLD.id;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
@@ -20,12 +26,15 @@ BEGIN
         SELECT NEW.owner, NEW.id, x.key, x.name, x.kind, x.pinned FROM engram._memory_entities(NEW.content, NEW.tags) x;
         -- the people it names: their first names' merges, settled anew
         FOR v_first IN
-            SELECT DISTINCT split_part(x.key, ' ', 1) FROM engram._memory_entities(NEW.content, NEW.tags) x
-            WHERE x.kind IN ('person', 'thing') AND NOT x.pinned
+            SELECT DISTINCT split_part(e.key, ' ', 1) FROM engram.memory_entities e
+            WHERE e.owner = NEW.owner AND e.memory_id = NEW.id AND e.kind IN ('person', 'thing') AND NOT e.pinned
         LOOP
             PERFORM engram._merge_first_name(NEW.owner, v_first);
         END LOOP;
     END IF;
+    FOREACH v_first IN ARRAY coalesce(v_gone, '{}') LOOP
+        PERFORM engram._merge_first_name(OLD.owner, v_first);
+    END LOOP;
     RETURN NULL;
 END
 $fn$;
@@ -33,69 +42,91 @@ $fn$;
 -- Alias merging: a person's first name written alone ("Marta") is the
 -- owner's one full name that starts with it ("Marta Keller"), when there
 -- is exactly one; the rows of the first name (kind person or thing, not
--- named by an entity: tag) are indexed under the full name, keeping the
--- key as written in `alias`. When a second full name with that first word
--- appears ("Marta Ruiz"), the merge is undone: the first name is
--- ambiguous. Every merge and undo leaves an audit row (entity_merge,
--- entity_unmerge: alias, into, memories). A memory that must keep the
--- first name apart carries the tag entity:person:NAME (pinned).
+-- named by an entity: tag, of memories that do not name the full name
+-- too) are indexed under the full name, keeping the key as written in
+-- `alias`. When a second full name with that first word appears ("Marta
+-- Ruiz"), or the full name is gone, the merge is undone. Every merge and
+-- undo leaves an audit row (entity_merge, entity_unmerge: alias, into or
+-- from, memories). A memory that must keep the first name apart carries
+-- the tag entity:person:NAME (pinned). Cost: two index probes for the
+-- full names, and updates of the first name's rows only.
 CREATE FUNCTION engram._merge_first_name(p_owner text, p_first text) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_full  text[];
+    v_full  text;
+    v_other text;
     v_moved bigint;
     v_into  text;
 BEGIN
-    IF p_first IS NULL OR p_first = '' THEN
+    IF p_first IS NULL OR p_first = '' OR p_first LIKE '% %' THEN
         RETURN;
     END IF;
-    v_full := ARRAY(SELECT DISTINCT e.key FROM engram.memory_entities e
-                    WHERE e.owner = p_owner AND split_part(e.key, ' ', 1) = p_first
-                      AND e.key <> p_first AND e.kind = 'person' AND e.alias IS NULL
-                    ORDER BY 1 LIMIT 2);
+    -- the first two full names with that first word (index probes)
+    SELECT min(e.key) INTO v_full FROM engram.memory_entities e
+    WHERE e.owner = p_owner AND split_part(e.key, ' ', 1) = p_first AND e.key > p_first || ' '
+      AND e.kind = 'person' AND e.alias IS NULL;
+    IF v_full IS NOT NULL THEN
+        SELECT min(e.key) INTO v_other FROM engram.memory_entities e
+        WHERE e.owner = p_owner AND split_part(e.key, ' ', 1) = p_first AND e.key > v_full
+          AND e.kind = 'person' AND e.alias IS NULL;
+    END IF;
     -- undo merges into a full name that is no longer the only one (or gone)
     FOR v_into, v_moved IN
         WITH undone AS (
             UPDATE engram.memory_entities e SET key = e.alias, alias = NULL
             WHERE e.owner = p_owner AND e.alias = p_first
-              AND (cardinality(v_full) <> 1 OR e.key <> v_full[1])
-              AND NOT EXISTS (SELECT 1 FROM engram.memory_entities d
-                              WHERE d.owner = e.owner AND d.memory_id = e.memory_id AND d.key = e.alias)
-            RETURNING e.key
+              AND (v_full IS NULL OR v_other IS NOT NULL OR e.key <> v_full)
+            RETURNING e.key AS restored
         )
-        SELECT u.key, count(*) FROM undone u GROUP BY u.key
+        SELECT v_full, count(*) FROM undone HAVING count(*) > 0
     LOOP
         PERFORM engram._audit(p_owner, 'entity_unmerge', NULL,
-                              jsonb_build_object('alias', p_first, 'from', v_into, 'memories', v_moved,
-                                                 'why', CASE WHEN cardinality(v_full) > 1 THEN 'ambiguous' ELSE 'gone' END));
+                              jsonb_build_object('alias', p_first, 'memories', v_moved,
+                                                 'why', CASE WHEN v_other IS NOT NULL THEN 'ambiguous' ELSE 'gone' END));
     END LOOP;
-    IF cardinality(v_full) <> 1 THEN
+    IF v_full IS NULL OR v_other IS NOT NULL THEN
         RETURN;
     END IF;
-    -- a memory naming both keeps the full name's row only
-    DELETE FROM engram.memory_entities e
+    UPDATE engram.memory_entities e SET key = v_full, alias = p_first
     WHERE e.owner = p_owner AND e.key = p_first AND e.kind IN ('person', 'thing') AND NOT e.pinned
-      AND EXISTS (SELECT 1 FROM engram.memory_entities f
-                  WHERE f.owner = e.owner AND f.memory_id = e.memory_id AND f.key = v_full[1]);
-    UPDATE engram.memory_entities e SET key = v_full[1], alias = p_first, kind = 'person'
-    WHERE e.owner = p_owner AND e.key = p_first AND e.kind IN ('person', 'thing') AND NOT e.pinned;
+      AND NOT EXISTS (SELECT 1 FROM engram.memory_entities f
+                      WHERE f.owner = e.owner AND f.memory_id = e.memory_id AND f.key = v_full);
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     IF v_moved > 0 THEN
         PERFORM engram._audit(p_owner, 'entity_merge', NULL,
-                              jsonb_build_object('alias', p_first, 'into', v_full[1], 'memories', v_moved));
+                              jsonb_build_object('alias', p_first, 'into', v_full, 'memories', v_moved));
     END IF;
 END
 $fn$;
 
--- The key a name is looked up by: its own, or the full name its first
--- name was merged into (alias merging).
+-- The key a name is looked up by: its own while a memory names it by an
+-- entity: tag (kept apart), else the full name its first name was merged
+-- into, else its own.
 CREATE FUNCTION engram._entity_resolve(p_owner text, p_key text) RETURNS text
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v text;
 BEGIN
+    IF EXISTS (SELECT 1 FROM engram.memory_entities e WHERE e.owner = p_owner AND e.key = p_key AND e.pinned) THEN
+        RETURN p_key;
+    END IF;
     SELECT e.key INTO v FROM engram.memory_entities e WHERE e.owner = p_owner AND e.alias = p_key LIMIT 1;
     RETURN coalesce(v, p_key);
+END
+$fn$;
+
+-- Every memory's entities by the current rules, then each owner's first
+-- names merged (the update to 0.19.0 and a restore run it).
+CREATE FUNCTION engram._reindex_entities() RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    DELETE FROM engram.memory_entities;
+    INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind, pinned)
+    SELECT m.owner, m.id, x.key, x.name, x.kind, x.pinned
+    FROM engram.memories m, engram._memory_entities(m.content, m.tags) x;
+    PERFORM engram._merge_first_name(f.owner, f.first)
+    FROM (SELECT DISTINCT e.owner, split_part(e.key, ' ', 1) AS first FROM engram.memory_entities e
+          WHERE e.kind = 'person' AND e.key LIKE '% %') f;
 END
 $fn$;
 
@@ -133,9 +164,13 @@ $fn$;
 -- its key: case and accents folded).
 CREATE FUNCTION engram._entity_memories(p_owner text, p_entity text) RETURNS uuid[]
 LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_key text;
 BEGIN
-    RETURN ARRAY(SELECT e.memory_id FROM engram.memory_entities e
-                 WHERE e.owner = p_owner AND e.key = engram._entity_resolve(p_owner, engram._entity_key(p_entity)));
+    -- (the key first, in a statement of its own: on Citus a function that
+    -- reads a distributed table cannot run inside a query of another)
+    v_key := engram._entity_resolve(p_owner, engram._entity_key(p_entity));
+    RETURN ARRAY(SELECT e.memory_id FROM engram.memory_entities e WHERE e.owner = p_owner AND e.key = v_key);
 END
 $fn$;
 

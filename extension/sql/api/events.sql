@@ -131,31 +131,40 @@ $fn$;
 -- memories are not in it (an internal context never reads them through
 -- this function); they are written with their embeddings.
 -- Each with `previous`: for an episodic memory of a session, the turn
--- before it (engram.previous_turn), which engram-mcp embeds with it.
+-- before it (engram._previous_turn), which engram-mcp's --turn-context
+-- embeds with it. (The turns before are read one statement each: on Citus
+-- a function that reads a distributed table cannot run inside a query of
+-- another.)
 CREATE FUNCTION engram.embedding_backlog(owner text DEFAULT NULL, lim integer DEFAULT 64)
 RETURNS TABLE (id uuid, content text, previous text)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(embedding_backlog.owner, NULL, NULL, false);
+    r record;
 BEGIN
-    RETURN QUERY
-    SELECT b.id, b.content,
-           CASE WHEN b.kind = 'episodic' AND b.session_id IS NOT NULL
-                THEN engram._previous_turn(v_owner, b.session_id, b.occurred_at, b.id) END
-    FROM (SELECT m.id, m.content, m.kind, m.session_id, m.occurred_at, m.created_at FROM engram.memories m
-          WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
-            AND m.source <> 'resource'  -- people write resources' embeddings (resource_update)
-          ORDER BY m.created_at, m.id
-          LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000)) b
-    ORDER BY b.created_at, b.id;
+    FOR r IN
+        SELECT m.id, m.content, m.kind, m.session_id, m.occurred_at, m.created_at FROM engram.memories m
+        WHERE m.owner = v_owner AND m.embedding IS NULL AND m.status = 'active' AND m.internal_type IS NULL
+          AND m.source <> 'resource'  -- people write resources' embeddings (resource_update)
+        ORDER BY m.created_at, m.id
+        LIMIT least(greatest(coalesce(embedding_backlog.lim, 64), 1), 1000)
+    LOOP
+        id := r.id;
+        content := r.content;
+        previous := CASE WHEN r.kind = 'episodic' AND r.session_id IS NOT NULL
+                         THEN engram._previous_turn(v_owner, r.session_id, r.occurred_at, r.created_at, r.id) END;
+        RETURN NEXT;
+    END LOOP;
 END
 $fn$;
 
 -- The content of the turn before a moment in one of the owner's
--- conversations: its latest active normal episodic memory of session
--- p_session that happened at or before p_at (NULL: now), other than
--- p_except. NULL when there is none.
-CREATE FUNCTION engram._previous_turn(p_owner text, p_session text, p_at timestamptz, p_except uuid)
+-- conversations: its active, unexpired, normal episodic memory of session
+-- p_session that comes last before (p_at, p_created, p_id) in time order
+-- (occurred_at, then created_at, then id: turns written at one moment
+-- keep their order). NULL when there is none.
+CREATE FUNCTION engram._previous_turn(p_owner text, p_session text, p_at timestamptz, p_created timestamptz,
+                                      p_id uuid)
 RETURNS text
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -163,8 +172,9 @@ DECLARE
 BEGIN
     SELECT m.content INTO v FROM engram.memories m
     WHERE m.owner = p_owner AND m.session_id = p_session AND m.kind = 'episodic' AND m.status = 'active'
-      AND m.internal_type IS NULL AND m.occurred_at <= coalesce(p_at, now())
-      AND m.id IS DISTINCT FROM p_except
+      AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.internal_type IS NULL
+      AND m.occurred_at <= p_at
+      AND (m.occurred_at, m.created_at, m.id) < (p_at, p_created, p_id)
     ORDER BY m.occurred_at DESC, m.created_at DESC, m.id DESC
     LIMIT 1;
     RETURN v;
@@ -186,7 +196,9 @@ BEGIN
     IF previous_turn.session_id IS NULL THEN
         RETURN NULL;
     END IF;
-    RETURN engram._previous_turn(v_owner, previous_turn.session_id, previous_turn."at", NULL);
+    -- (after every turn written up to that moment)
+    RETURN engram._previous_turn(v_owner, previous_turn.session_id, coalesce(previous_turn."at", now()), 'infinity',
+                                 'ffffffff-ffff-ffff-ffff-ffffffffffff');
 END
 $fn$;
 

@@ -65,6 +65,7 @@ REVOKE EXECUTE ON FUNCTION engram._max_query_terms() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._term_mask(bytea, text[]) FROM PUBLIC;
 -- (and that of 0.19.0)
 REVOKE EXECUTE ON FUNCTION engram._memory_entities(text, text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._contradicted_by(text[], double precision[], real[], real) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -473,8 +473,8 @@ BEGIN
     PERFORM engram._check_moment('reference_time', search.reference_time);
     PERFORM engram._check_item_filters(search.namespace_prefix, search.filter);
     IF search.group_by IS NOT NULL AND search.group_by <> 'session' THEN
-        RAISE EXCEPTION 'group_by % is not known; pass ''session'' (the best sessions, each with its best turns) or leave it out',
-            quote_literal(search.group_by)
+        RAISE EXCEPTION 'group_by ''%'' is not known; pass ''session'' (the best sessions, each with its best turns) or leave it out',
+            engram._echo(search.group_by)
             USING ERRCODE = '22023';
     END IF;
     IF search.group_by IS NOT NULL THEN

@@ -118,11 +118,8 @@ fn cue(s: &Statement, shared: &BTreeSet<&String>) -> Cue {
 }
 
 /// Whether the two texts name one entity (by its case- and accent-folded key).
-fn shares_entity(a: &str, b: &str) -> bool {
-    let theirs = crate::entities::extract(b);
-    crate::entities::extract(a)
-        .iter()
-        .any(|e| theirs.iter().any(|t| t.key == e.key))
+fn shares_entity(n: &Statement, o: &Statement) -> bool {
+    !n.entities.is_disjoint(&o.entities)
 }
 
 /// Whether the two are about different things whatever their words:
@@ -130,7 +127,7 @@ fn shares_entity(a: &str, b: &str) -> bool {
 /// them ("Raj prefers tea" / "Raj's wife prefers coffee").
 fn different_instances(n: &Statement, o: &Statement) -> bool {
     let disjoint = |a: &BTreeSet<String>, b: &BTreeSet<String>| !a.is_empty() && !b.is_empty() && a.is_disjoint(b);
-    disjoint(&n.ids, &o.ids) || disjoint(&n.environments, &o.environments) || n.relations != o.relations
+    disjoint(&n.ids, &o.ids) || disjoint(&n.environments, &o.environments) || n.relation != o.relation
 }
 
 /// Whether `n` only adds detail to `o`: every value of `o` agrees with one
@@ -152,23 +149,32 @@ fn elaborates(n: &Statement, o: &Statement) -> bool {
 /// The reasons `new_text` conflicts with `old_text`, given their cosine
 /// similarity and the conflict threshold; empty when it does not.
 pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> Vec<Reason> {
+    reasons_of(
+        &Statement::parse(new_text),
+        &Statement::parse(old_text),
+        cosine,
+        threshold,
+    )
+}
+
+fn reasons_of(n: &Statement, o: &Statement, cosine: f32, threshold: f32) -> Vec<Reason> {
+    let (n, o) = (n.clone(), o.clone());
     let mut out = Vec::new();
-    let (n, o) = (Statement::parse(new_text), Statement::parse(old_text));
     if different_instances(&n, &o) {
         return out;
     }
     if cosine >= threshold && !elaborates(&n, &o) && !n.addition {
         out.push(Reason::Similar);
     }
-    // A fact told as past, or added to another, replaces nothing.
-    if n.history || o.history || n.addition {
+    // A fact told as past, added to another, or said again, replaces nothing.
+    if n.history || o.history || n.addition || restates(&n, &o) {
         return out;
     }
     let shared_words: BTreeSet<&String> = n.subject.intersection(&o.subject).collect();
     // A named thing both texts are about (a person, a project, a ticket:
     // crate::entities) says more about their subject than a common noun:
     // it counts as one more shared subject word.
-    let shared = shared_words.len() + usize::from(shares_entity(new_text, old_text));
+    let shared = shared_words.len() + usize::from(shares_entity(&n, &o));
     let smaller = n.subject.len().min(o.subject.len()).max(1);
     // The same statement: two subject words or more in common, and most of
     // the shorter text's.
@@ -219,15 +225,24 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
 /// a conflict ("started" and "now" are in plain statements too), enough
 /// to read the newer of two facts found together first.
 pub fn announces_update(new_text: &str, old_text: &str, cosine: f32) -> bool {
+    announces_update_of(&Statement::parse(new_text), &Statement::parse(old_text), cosine)
+}
+
+fn announces_update_of(n: &Statement, o: &Statement, cosine: f32) -> bool {
     if cosine < CUE_FLOOR {
         return false;
     }
-    let (n, o) = (Statement::parse(new_text), Statement::parse(old_text));
-    if different_instances(&n, &o) || n.history || n.addition {
+    if different_instances(n, o) || n.history || n.addition || restates(n, o) {
         return false;
     }
     let shared: BTreeSet<&String> = n.subject.intersection(&o.subject).collect();
-    cue(&n, &shared) != Cue::None && (!shared.is_empty() || !n.holders.is_disjoint(&o.holders))
+    cue(n, &shared) != Cue::None && (!shared.is_empty() || !n.holders.is_disjoint(&o.holders))
+}
+
+/// Whether `n` says nothing `o` does not: its subject words and values are
+/// all in `o` ("I live in Lisbon now" after "I live in Lisbon").
+fn restates(n: &Statement, o: &Statement) -> bool {
+    n.subject.is_subset(&o.subject) && n.values.is_subset(&o.values) && n.negated == o.negated
 }
 
 /// Two statements of who holds one role: different names, and every other
@@ -265,14 +280,16 @@ pub fn contradicted_by(texts: &[&str], times: &[f64], cosines: &[f32], threshold
         times.len() == n && cosines.len() == n * n,
         "one time per text, one cosine per pair"
     );
+    // each text read once
+    let parsed: Vec<Statement> = texts.iter().map(|t| Statement::parse(t)).collect();
     (0..n)
         .map(|i| {
             (0..n)
                 .filter(|&j| times[j] > times[i] && cosines[j * n + i] >= CUE_FLOOR)
                 .filter(|&j| {
                     let cosine = cosines[j * n + i];
-                    announces_update(texts[j], texts[i], cosine)
-                        || reasons(texts[j], texts[i], cosine, threshold)
+                    announces_update_of(&parsed[j], &parsed[i], cosine)
+                        || reasons_of(&parsed[j], &parsed[i], cosine, threshold)
                             .into_iter()
                             .any(Reason::supersedes)
                 })
@@ -510,6 +527,37 @@ mod tests {
             0.8
         )
         .is_empty());
+    }
+
+    #[test]
+    fn a_restatement_is_no_correction_and_a_relation_elsewhere_changes_nothing() {
+        assert!(names("I live in Lisbon now", "I live in Lisbon", 0.8).is_empty());
+        assert!(flags(
+            "Actually I live in Porto now, next to my sister",
+            "I live in Lisbon",
+            0.7,
+            "correction"
+        ));
+        assert!(flags(
+            "The standup with my boss moved to 10:00",
+            "The standup is at 9:00",
+            0.7,
+            "correction"
+        ));
+    }
+
+    #[test]
+    fn a_long_text_is_read_from_its_start_only() {
+        let numbers: String = (0..60_000).map(|n| format!("{n} ")).collect();
+        let s = Statement::parse(&numbers);
+        assert!(s.values.len() <= statement::MAX_VALUES);
+        assert!(s.words.len() < statement::MAX_STATEMENT_BYTES);
+        let accents = "é".repeat(5000);
+        assert!(Statement::parse(&accents).words.len() <= 1);
+        let texts = [numbers.as_str(); 20];
+        let cosines = [0.9f32; 400];
+        let times: Vec<f64> = (0..20).map(f64::from).collect();
+        assert_eq!(contradicted_by(&texts, &times, &cosines, 0.85).len(), 20);
     }
 
     #[test]
