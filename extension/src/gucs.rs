@@ -73,7 +73,7 @@ pub fn init() {
     GucRegistry::define_float_guc(
         c"engram.similarity_floor",
         c"Cosine similarity under which a hybrid search leaves out a hit that shares no word with the query.",
-        c"Applies when a search passes both query_text and query_embedding and no min_similarity. Default 0.2 (measured for all-MiniLM-L6-v2; see docs/BENCHMARKS.md).",
+        c"Applies when a search passes both query_text and query_embedding and no min_similarity. Default 0.15 (measured for all-MiniLM-L6-v2; see docs/BENCHMARKS.md).",
         &SIMILARITY_FLOOR,
         -1.0,
         1.0,

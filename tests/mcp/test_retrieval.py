@@ -3,6 +3,8 @@
 (group_by "session"), turns embedded with the turn before them, the newer of
 two contradicting facts first, and entity names merged per owner."""
 
+import time
+
 import httpx
 import pytest
 
@@ -104,6 +106,17 @@ async def test_turn_context_embeds_a_reply_with_the_turn_before_it(database, own
         # the first turn of a session has nothing before it
         first = await embed(base, owners["rhea"], "Shall I book the 7:40 flight to Lisbon?")
         assert cosine(stored["Shall I book the 7:40 flight to Lisbon?"], first) > 0.999
+        # the captured event is embedded off the write path, with the turn before it too
+        sql = ("SELECT content || '|' || embedding FROM engram.memories WHERE owner = 'rhea' "
+               "AND session_id = 'ctx-1' AND content LIKE '%Booked TAP%' AND embedding IS NOT NULL")
+        for _ in range(100):
+            row = psql(database, sql)
+            if row:
+                break
+            time.sleep(0.1)
+        content, captured = row.split("|", 1)
+        expected = await embed(base, owners["rhea"], content + "\n\nYes, book it")
+        assert cosine(vector(captured), expected) > 0.999, content
 
 
 async def test_the_newer_fact_comes_first_and_v1_says_so(server, owners):

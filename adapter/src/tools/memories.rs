@@ -60,7 +60,7 @@ pub struct SearchArgs {
     /// ignored).
     pub entity: Option<String>,
     /// Leave out hits less similar than this (cosine, -1..1; e.g. 0.3 drops unrelated ones); exact word matches
-    /// are kept. Default: the server's relevance floor (0.2) for hits that share no word with the query.
+    /// are kept. Default: the server's relevance floor (0.15) for hits that share no word with the query.
     pub min_similarity: Option<f32>,
     /// "session": find conversations, not single memories: `limit` sessions, each with up to 3 of its best
     /// turns ("when did we talk about X?").

@@ -141,7 +141,7 @@ pub struct SearchBody {
     /// Only keyed memories under this namespace.
     pub namespace_prefix: Option<Vec<String>>,
     /// Leave out hits less similar than this (cosine, -1..1). Default: none for a search by meaning alone;
-    /// for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.2) for
+    /// for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.15) for
     /// hits that share no word with the query.
     pub min_similarity: Option<f32>,
     /// `session`: the best conversations instead of the best memories: `limit` sessions, each with up to 3

@@ -11,7 +11,7 @@ pub const MAX_K: i32 = 100;
 /// best match of a question among another conversation's turns, on each
 /// evaluation set) and checked against recall@10 on every set:
 /// docs/BENCHMARKS.md ("relevance floor") has the distribution.
-pub const DEFAULT_SIMILARITY_FLOOR: f64 = 0.2;
+pub const DEFAULT_SIMILARITY_FLOOR: f64 = 0.15;
 
 // Reciprocal rank fusion, exact tokens and the word-match weight ranked
 // hybrid search from 0.3.0 to 0.13.0 and stay for the Rust functions those

@@ -143,7 +143,10 @@ fn elaborates(n: &Statement, o: &Statement) -> bool {
                 v.value == w.value
             }
     };
-    o.values.iter().all(|v| n.values.iter().any(|w| agrees(v, w))) && n.values.iter().any(|w| !o.values.contains(w))
+    // (a name the other text also gives, as its subject, is no detail)
+    let given_by_other = |w: &statement::Value| w.kind == Kind::Named && o.entities.contains(&w.value);
+    let added = |w: &statement::Value| !o.values.contains(w) && !given_by_other(w);
+    o.values.iter().all(|v| n.values.iter().any(|w| agrees(v, w))) && n.values.iter().any(added)
 }
 
 /// The reasons `new_text` conflicts with `old_text`, given their cosine
@@ -207,7 +210,7 @@ fn reasons_of(n: &Statement, o: &Statement, cosine: f32, threshold: f32) -> Vec<
         _ => false,
     };
     if (cosine >= VALUE_FLOOR && same_statement && changed.is_some())
-        || (cosine >= CUE_FLOOR && preference_changed)
+        || (cosine >= VALUE_FLOOR && preference_changed)
         || updated
         || (cosine >= VALUE_FLOOR && n.role && o.role && owners_differ(&n, &o))
     {
@@ -520,6 +523,8 @@ mod tests {
             "changed_value"
         ));
         assert!(names("Vera likes gyokuro", "Vera likes sencha green tea", 0.7).is_empty());
+        // (another preference of hers: a value change needs VALUE_FLOOR)
+        assert!(names("Vera's favourite tea is sencha", "Vera prefers the dark theme", 0.49).is_empty());
         assert!(names("Tom prefers gyokuro", "Vera prefers sencha green tea", 0.6).is_empty());
         assert!(names(
             "Raj's wife prefers coffee in the morning",
