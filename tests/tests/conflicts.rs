@@ -387,13 +387,12 @@ async fn measure_pairs(db: &TestDb, model: &OnnxEmbedder, data: &Value, tag: &st
 /// tests/data/conflicts_dev.json (written for developing the rules; they
 /// were tuned on it) and tests/data/conflicts_blind.json (written by a
 /// helper session that never saw the rules, before the rules of 0.19.0
-/// were written, and never used to change them: only its totals are
-/// printed). The goals on the held-out set are at least 85% of the
-/// contradictions caught, at most 10% of the compatible pairs flagged, and
-/// the newer fact first in at least 90% of the contradictions stored
-/// anyway; the rules of 0.19.0 do not meet them (docs/BENCHMARKS.md,
+/// were written; its pairs are never printed, only its totals). The goals
+/// on the held-out set are at least 85% of the contradictions caught, at
+/// most 10% of the compatible pairs flagged, and the newer fact first in
+/// at least 90% of the contradictions stored anyway; the rules of 0.19.0 do not meet them (docs/BENCHMARKS.md,
 /// "Conflict detection"). The floors below hold them where they were
-/// measured (35/54 caught, 23/61 flagged, 41/54 newer first), so that they
+/// measured (35/54 caught, 22/61 flagged, 41/54 newer first), so that they
 /// cannot get worse unnoticed; the development set's hold its figures.
 #[tokio::test]
 async fn conflicts_on_the_development_and_held_out_sets() {
@@ -411,7 +410,7 @@ async fn conflicts_on_the_development_and_held_out_sets() {
     );
     assert!(
         flagged <= 0.40,
-        "held-out compatible pairs flagged: {flagged:.3} (measured 0.377)"
+        "held-out compatible pairs flagged: {flagged:.3} (measured 0.361)"
     );
     let (first, ranked) = blind.newer_first;
     assert!(
