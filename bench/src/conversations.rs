@@ -27,10 +27,10 @@
 //! - The project's chat (tests/data/retrieval.json): one owner, sessions
 //!   and questions with evidence turn ids and types.
 //!
-//! Turns are embedded as engram-mcp embeds them: with the turn before them
-//! in their session (engram-core's `conversation::contextual_text`), or
-//! alone with `--turn-alone`; each way keeps its own owners, so both stay
-//! loaded. The relevance floor is measured on the same questions: recall
+//! Turns are embedded as engram-mcp embeds them: alone, or with
+//! `--turn-context` with the turn before them in their session
+//! (engram-core's `conversation::contextual_text`); each way keeps its own
+//! owners, so both stay loaded. The relevance floor is measured on the same questions: recall
 //! at several floors, and what each floor keeps of a search among another
 //! owner's conversations (an unrelated query).
 

@@ -123,10 +123,11 @@ struct Args {
     /// Owners the LongMemEval questions are dealt to (LoCoMo: one per conversation).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=500))]
     conversation_owners: u32,
-    /// Retrieval evaluations: embed each conversation turn alone, not with
-    /// the turn before it as engram-mcp does (each way keeps its own owners).
+    /// Retrieval evaluations: embed each conversation turn with the turn
+    /// before it, as engram-mcp --turn-context does (each way keeps its own
+    /// owners).
     #[arg(long)]
-    turn_alone: bool,
+    turn_context: bool,
 }
 
 const OWNER: &str = "bench";
@@ -505,7 +506,7 @@ async fn main() {
     let a = Args::parse();
     let c = connect(&a.dsn).await;
     if a.retrieval_only {
-        return conversations::eval(&c, &a.local_model(), &a.retrieval_data, 1, !a.turn_alone).await;
+        return conversations::eval(&c, &a.local_model(), &a.retrieval_data, 1, a.turn_context).await;
     }
     if let Some(path) = &a.conversations {
         return conversations::eval(
@@ -513,7 +514,7 @@ async fn main() {
             &a.local_model(),
             path,
             a.conversation_owners as usize,
-            !a.turn_alone,
+            a.turn_context,
         )
         .await;
     }
@@ -999,5 +1000,5 @@ async fn mcp_and_embedder(c: &Client, a: &Args) {
     mcp::embedder_throughput(&model, &a.model_dir, &retrieval::turn_texts(&a.retrieval_data));
     println!();
     progress("measuring retrieval quality (hybrid vs full text vs vectors)");
-    conversations::eval(c, &model, &a.retrieval_data, 1, !a.turn_alone).await;
+    conversations::eval(c, &model, &a.retrieval_data, 1, a.turn_context).await;
 }

@@ -59,9 +59,10 @@ impl EngramServer {
             let c = caller(&parts)?;
             let i = internal(&c)?;
             let (query, limit) = (a.query.clone(), a.limit);
+            let floor = a.min_similarity.is_none();
             let found = self.search_in(&c, Some(&i), &query, limit, a.into()).await?;
             Ok(SearchResult {
-                note: found.hits.is_empty().then(|| super::NOTHING_RELEVANT.to_string()),
+                note: found.hits.is_empty().then(|| super::nothing_relevant(floor)),
                 results: found.hits,
                 time_window: found.time_window,
             })

@@ -959,9 +959,11 @@ impl EngramServer {
     ) -> Result<Json<SearchResult>, String> {
         self.run("memory_search", async {
             let (query, limit) = (a.query.clone(), a.limit);
-            let found = self.search_in(&caller(&parts)?, None, &query, limit, a.into()).await?;
+            let c = caller(&parts)?;
+            let floor = a.min_similarity.is_none() && super::ghost(&c).is_none();
+            let found = self.search_in(&c, None, &query, limit, a.into()).await?;
             Ok(SearchResult {
-                note: found.hits.is_empty().then(|| super::NOTHING_RELEVANT.to_string()),
+                note: found.hits.is_empty().then(|| super::nothing_relevant(floor)),
                 results: found.hits,
                 time_window: found.time_window,
             })

@@ -238,8 +238,20 @@ const EVENT_TOOLS: [&str; 4] = [
 pub(crate) const MAX_CONTENT_BYTES: usize = 256 * 1024;
 /// What a search that found nothing says (MCP and /v1): better than noise.
 pub const NOTHING_RELEVANT: &str = "Nothing relevant: no memory shares a word with the query or comes close to it \
-                                    in meaning. Searching by meaning and words leaves out hits under the relevance \
-                                    floor; pass min_similarity (e.g. 0) to see the nearest memories anyway.";
+                                    in meaning.";
+
+/// `note` of a search that found nothing; `floor`: the server's relevance
+/// floor applied (no min_similarity given, not a ghost's search).
+pub fn nothing_relevant(floor: bool) -> String {
+    if floor {
+        format!(
+            "{NOTHING_RELEVANT} Searching by meaning and words leaves out hits under the relevance floor; pass \
+             min_similarity (e.g. -1) to see the nearest memories anyway."
+        )
+    } else {
+        NOTHING_RELEVANT.to_string()
+    }
+}
 pub(crate) const MAX_QUERY_BYTES: usize = 65_536;
 
 /// What a ghost conversation's core write tools answer (docs/SECURITY.md).

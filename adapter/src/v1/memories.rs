@@ -686,7 +686,7 @@ pub async fn search(
     let v = read_refreshing(&s, &c, b.refresh_ttl, sql, &params).await?;
     let mut found: Found = typed(v)?;
     if found.results.is_empty() {
-        found.note = Some(crate::tools::NOTHING_RELEVANT.to_string());
+        found.note = Some(crate::tools::nothing_relevant(b.min_similarity.is_none()));
     }
     Ok(Json(found))
 }
