@@ -896,7 +896,7 @@ export interface components {
             /**
              * Format: float
              * @description Leave out hits less similar than this (cosine, -1..1). Default: none for a search by meaning alone;
-             *     for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.2) for
+             *     for a search by meaning and words, the server's relevance floor (engram.similarity_floor, 0.15) for
              *     hits that share no word with the query.
              */
             min_similarity?: number | null;

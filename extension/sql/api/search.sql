@@ -343,9 +343,10 @@ $fn$;
 -- other, the newer comes first: each memory stored over a conflict
 -- (remember with force notes the memories it conflicted with in its
 -- metadata's engram_forced_over), and each of the first p_k facts (not
--- events) that engram-core's conflict rules find contradicted by a newer
--- one among them (engram._contradicted_by, "newer" by valid_from), gets a
--- score just under the newer one's.
+-- events, keyed items, resources or skills: each of those is its own
+-- document) that engram-core's conflict rules find contradicted by a
+-- newer one among them (engram._contradicted_by, "newer" by valid_from),
+-- gets a score just under the newer one's.
 CREATE FUNCTION engram._newer_first(p_owner text, p_hits engram.search_hit[], p_k integer) RETURNS engram.search_hit[]
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -364,7 +365,7 @@ BEGIN
            array_agg(extract(epoch FROM t.valid_from)::float8 ORDER BY t.ordinality)
     INTO v_ids, v_texts, v_times
     FROM unnest(p_hits[1:least(p_k, 20)]) WITH ORDINALITY AS t
-    WHERE t.kind <> 'episodic';
+    WHERE t.kind <> 'episodic' AND t.key IS NULL AND t.source = 'memory';
     IF cardinality(v_ids) >= 2 THEN
         WITH e AS (
             SELECT x.i, m.embedding FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
