@@ -458,11 +458,12 @@ async def test_workspaces_sessions_and_captured_events(browser, site):
     d.find_element(By.CSS_SELECTOR, "#workspace-sessions .session-link").click()
     wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#session-events li")) == 4)
     assert d.current_url.endswith("#/session/launch-prep")
-    events = texts(d, "#session-events li")
+    events = wait(d, lambda d: texts(d, "#session-events li"))
     assert "conversation" in events[0].lower() and "Kai asked to fix the contact form" in events[0], events
     assert "run_tests" in events[1] and "failed" in events[1].lower(), events
     assert "The contact form works again" in events[3], events
-    assert "failed" in d.find_elements(By.CSS_SELECTOR, "#session-events li")[1].get_attribute("class")
+    # (read again if the list re-renders between the two reads)
+    wait(d, lambda d: "failed" in (d.find_elements(By.CSS_SELECTOR, "#session-events li")[1].get_attribute("class") or ""))
     assert "workspace website-redesign" in d.find_element(By.ID, "session-summary").text
     screenshot(d, "session.png", d.find_element(By.ID, "session-events"))
     # a reload shows the session again; Back returns to the workspace
