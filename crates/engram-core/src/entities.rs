@@ -98,9 +98,10 @@ pub const MAX_SCANNED_BYTES: usize = 16 * 1024;
 pub fn key(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let chars: Vec<char> = name.trim().chars().collect();
-    // (emails, URLs, handles and ids keep their separators: "john_doe@x"
-    // and "john-doe@x" are two addresses, OPS-77 is not "ops 77")
-    let id_like = name.chars().any(|c| c.is_ascii_digit()) && !name.chars().any(char::is_lowercase);
+    // (emails, URLs, handles and names with digits keep their separators:
+    // "john_doe@x" and "john-doe@x" are two addresses, OPS-77 and ops-77
+    // are one ticket, not "ops 77")
+    let id_like = name.chars().any(|c| c.is_ascii_digit());
     let folds = !id_like && !name.contains(['@', '/', '#', ':']);
     for (i, &c) in chars.iter().enumerate() {
         let joins = folds

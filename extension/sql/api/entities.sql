@@ -46,8 +46,8 @@ $fn$;
 -- too) are indexed under the full name, keeping the key as written in
 -- `alias`. When a second full name with that first word appears ("Marta
 -- Ruiz"), or the full name is gone, the merge is undone. Every merge and
--- undo leaves an audit row (entity_merge, entity_unmerge: alias, into or
--- from, memories). A memory that must keep the first name apart carries
+-- undo leaves an audit row (entity_merge: alias, into, memories;
+-- entity_unmerge: alias, memories, why). A memory that must keep the first name apart carries
 -- the tag entity:person:NAME (pinned). Cost: two index probes for the
 -- full names, and updates of the first name's rows only.
 CREATE FUNCTION engram._merge_first_name(p_owner text, p_first text) RETURNS void
@@ -56,7 +56,6 @@ DECLARE
     v_full  text;
     v_other text;
     v_moved bigint;
-    v_into  text;
 BEGIN
     IF p_first IS NULL OR p_first = '' OR p_first LIKE '% %' THEN
         RETURN;
@@ -71,14 +70,14 @@ BEGIN
           AND e.kind = 'person' AND e.alias IS NULL;
     END IF;
     -- undo merges into a full name that is no longer the only one (or gone)
-    FOR v_into, v_moved IN
+    FOR v_moved IN
         WITH undone AS (
             UPDATE engram.memory_entities e SET key = e.alias, alias = NULL
             WHERE e.owner = p_owner AND e.alias = p_first
               AND (v_full IS NULL OR v_other IS NOT NULL OR e.key <> v_full)
             RETURNING e.key AS restored
         )
-        SELECT v_full, count(*) FROM undone HAVING count(*) > 0
+        SELECT count(*) FROM undone HAVING count(*) > 0
     LOOP
         PERFORM engram._audit(p_owner, 'entity_unmerge', NULL,
                               jsonb_build_object('alias', p_first, 'memories', v_moved,
@@ -119,14 +118,20 @@ $fn$;
 -- names merged (the update to 0.19.0 and a restore run it).
 CREATE FUNCTION engram._reindex_entities() RETURNS void
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    r record;
 BEGIN
     DELETE FROM engram.memory_entities;
     INSERT INTO engram.memory_entities (owner, memory_id, key, name, kind, pinned)
     SELECT m.owner, m.id, x.key, x.name, x.kind, x.pinned
     FROM engram.memories m, engram._memory_entities(m.content, m.tags) x;
-    PERFORM engram._merge_first_name(f.owner, f.first)
-    FROM (SELECT DISTINCT e.owner, split_part(e.key, ' ', 1) AS first FROM engram.memory_entities e
-          WHERE e.kind = 'person' AND e.key LIKE '% %') f;
+    -- (one statement per first name: on Citus a function that reads a
+    -- distributed table cannot run inside a query of another)
+    FOR r IN SELECT DISTINCT e.owner, split_part(e.key, ' ', 1) AS first FROM engram.memory_entities e
+             WHERE e.kind = 'person' AND e.key LIKE '% %'
+    LOOP
+        PERFORM engram._merge_first_name(r.owner, r.first);
+    END LOOP;
 END
 $fn$;
 

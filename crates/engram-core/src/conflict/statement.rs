@@ -62,8 +62,8 @@ pub struct Statement {
 
 /// Bytes of a text the rules read.
 pub const MAX_STATEMENT_BYTES: usize = 2048;
-/// Values kept per text (the first ones): comparing two texts' values is
-/// quadratic in their number.
+/// Values kept per text (those that sort first): comparing two texts'
+/// values is quadratic in their number.
 pub const MAX_VALUES: usize = 32;
 
 /// The subject word standing for the writer of a first-person text.
