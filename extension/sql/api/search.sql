@@ -414,11 +414,10 @@ BEGIN
                      ORDER BY x.group_rank, x.turn_rank)
     INTO v_out
     FROM (SELECT y.*, dense_rank() OVER (ORDER BY y.best DESC, y.grp) AS group_rank
-          FROM (SELECT h.*, coalesce(p_sessions ->> h.id::text, h.id::text) AS grp,
-                       max(h.score) OVER (PARTITION BY coalesce(p_sessions ->> h.id::text, h.id::text)) AS best,
-                       row_number() OVER (PARTITION BY coalesce(p_sessions ->> h.id::text, h.id::text)
-                                          ORDER BY h.score DESC, h.id) AS turn_rank
-                FROM unnest(p_hits) h) y
+          FROM (SELECT g.*, max(g.score) OVER (PARTITION BY g.grp) AS best,
+                       row_number() OVER (PARTITION BY g.grp ORDER BY g.score DESC, g.id) AS turn_rank
+                FROM (SELECT h.*, coalesce(p_sessions ->> h.id::text, h.id::text) AS grp
+                      FROM unnest(p_hits) h) g) y
           WHERE y.turn_rank <= 3) x
     WHERE x.group_rank <= p_k;
     RETURN coalesce(v_out, '{}');

@@ -161,29 +161,28 @@ pub fn reasons(new_text: &str, old_text: &str, cosine: f32, threshold: f32) -> V
 }
 
 fn reasons_of(n: &Statement, o: &Statement, cosine: f32, threshold: f32) -> Vec<Reason> {
-    let (n, o) = (n.clone(), o.clone());
     let mut out = Vec::new();
-    if different_instances(&n, &o) {
+    if different_instances(n, o) {
         return out;
     }
-    if cosine >= threshold && !elaborates(&n, &o) && !n.addition {
+    if cosine >= threshold && !elaborates(n, o) && !n.addition {
         out.push(Reason::Similar);
     }
     // A fact told as past, added to another, or said again, replaces nothing.
-    if n.history || o.history || n.addition || restates(&n, &o) {
+    if n.history || o.history || n.addition || restates(n, o) {
         return out;
     }
     let shared_words: BTreeSet<&String> = n.subject.intersection(&o.subject).collect();
     // A named thing both texts are about (a person, a project, a ticket:
     // crate::entities) says more about their subject than a common noun:
     // it counts as one more shared subject word.
-    let shared = shared_words.len() + usize::from(shares_entity(&n, &o));
+    let shared = shared_words.len() + usize::from(shares_entity(n, o));
     let smaller = n.subject.len().min(o.subject.len()).max(1);
     // The same statement: two subject words or more in common, and most of
     // the shorter text's.
     let same_statement = shared >= 2 && shared as f32 / smaller as f32 >= SAME_STATEMENT;
-    let changed = changed_values(&n, &o);
-    let cue = cue(&n, &shared_words);
+    let changed = changed_values(n, o);
+    let cue = cue(n, &shared_words);
     // another holder: "Sofia owns the redesign" / "the redesign was
     // reassigned to Dev"
     let other_holder = !n.holders.is_empty() && !o.holders.is_empty() && n.holders.is_disjoint(&o.holders);
@@ -212,7 +211,7 @@ fn reasons_of(n: &Statement, o: &Statement, cosine: f32, threshold: f32) -> Vec<
     if (cosine >= VALUE_FLOOR && same_statement && changed.is_some())
         || (cosine >= VALUE_FLOOR && preference_changed)
         || updated
-        || (cosine >= VALUE_FLOOR && n.role && o.role && owners_differ(&n, &o))
+        || (cosine >= VALUE_FLOOR && n.role && o.role && owners_differ(n, o))
     {
         out.push(Reason::ChangedValue);
     }

@@ -32,7 +32,6 @@ pub struct Value {
     pub value: String,
 }
 
-#[derive(Clone)]
 pub struct Statement {
     pub words: Vec<String>,
     /// The words, lower case, space-separated, a space at each end.
