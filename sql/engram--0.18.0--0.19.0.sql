@@ -65,6 +65,10 @@ DO $reindex$
 BEGIN
     IF to_regprocedure('engram._reindex_entities()') IS NOT NULL THEN
         PERFORM engram._reindex_entities();
+    ELSE
+        -- an intermediate hop: the chain's last hop runs it (this
+        -- transaction's setting tells it to)
+        PERFORM pg_catalog.set_config('engram_upgrade.reindex_entities', 'true', true);
     END IF;
 END
 $reindex$;

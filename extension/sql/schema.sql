@@ -462,6 +462,47 @@ ALTER TABLE engram.scope_blocks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 
+-- The text index (since 0.20.0): what the text leg of search reads instead
+-- of every row that holds a query word. Per owner and internal type (the
+-- list engram._list_key(internal_type, '')), over the active memories:
+--   * text_postings: one row per distinct lexeme of a memory's content_tsv,
+--     with the content's length (octet_length), ordered for reading a
+--     term's memories shortest first: with binary term frequency a
+--     shorter memory holding a term scores higher for it, so a term's
+--     postings in that order are in falling score order, and the search
+--     stops reading once nothing further down can enter its top k;
+--   * text_terms: each lexeme's document frequency;
+--   * text_sizes: the memories and their total length (BM25's mean).
+-- Derived data like the scope lists: kept by triggers on engram.memories
+-- in the writing transaction (sql/api/text_index.sql), not dumped, never
+-- readable by engram_agent, rebuilt by engram.rebuild_lists().
+CREATE TABLE engram.text_postings (
+    owner     text NOT NULL,
+    list      bigint NOT NULL,
+    lexeme    text NOT NULL,
+    len       integer NOT NULL,
+    memory_id uuid NOT NULL,
+    PRIMARY KEY (owner, memory_id, lexeme)
+);
+CREATE INDEX text_postings_order ON engram.text_postings (owner, list, lexeme, len, memory_id);
+CREATE TABLE engram.text_terms (
+    owner  text NOT NULL,
+    list   bigint NOT NULL,
+    lexeme text NOT NULL,
+    df     bigint NOT NULL,
+    PRIMARY KEY (owner, list, lexeme)
+);
+CREATE TABLE engram.text_sizes (
+    owner     text NOT NULL,
+    list      bigint NOT NULL,
+    docs      bigint NOT NULL,
+    total_len bigint NOT NULL,
+    PRIMARY KEY (owner, list)
+);
+ALTER TABLE engram.text_postings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.text_terms ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.text_sizes ENABLE ROW LEVEL SECURITY;
+
 -- Vision memories (since 0.6.0): images stored once per owner by
 -- content hash. Two kinds of reference keep an image: `refs` counts
 -- engram.image_put calls not yet given back by engram.image_release, and

@@ -61,9 +61,14 @@ extension_sql_file!(
     requires = ["api_search_plans", lists::_nearest_step]
 );
 extension_sql_file!(
+    "../sql/api/text_index.sql",
+    name = "api_text_index",
+    requires = ["api_scope_lists", scoring::_max_query_terms]
+);
+extension_sql_file!(
     "../sql/api/memories.sql",
     name = "api_memories",
-    requires = ["api_scope_lists"]
+    requires = ["api_text_index"]
 );
 extension_sql_file!(
     "../sql/api/search.sql",

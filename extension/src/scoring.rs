@@ -3,7 +3,7 @@
 
 use crate::errors::raise;
 use engram_core::scoring::{self, AuthorType};
-use engram_core::{search, Error};
+use engram_core::{search, text_rank, Error};
 use pgrx::prelude::*;
 
 fn author(author_type: &str) -> AuthorType {
@@ -99,6 +99,88 @@ fn _text_scores(
         .into_iter()
         .map(|s| s as f32)
         .collect()
+}
+
+/// The weight (BM25 IDF among `docs` memories) of each query term found in
+/// `dfs` of them (engram-core `text_rank::term_weights`).
+#[pg_extern(immutable, parallel_safe)]
+fn _term_weights(docs: Option<i64>, dfs: Option<Vec<Option<i64>>>) -> Vec<f64> {
+    let dfs: Vec<f64> = dfs
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.unwrap_or(0) as f64)
+        .collect();
+    text_rank::term_weights(docs.unwrap_or(0) as f64, &dfs)
+}
+
+/// Text scores over the text index (engram-core `text_rank::scores`): each
+/// row's term mask, length and exact-token match, the terms' weights and
+/// the owner's mean length in; a score per row out.
+#[pg_extern(immutable, parallel_safe)]
+fn _text_rank(
+    masks: Option<Vec<Option<i64>>>,
+    lens: Option<Vec<Option<f64>>>,
+    exact: Option<Vec<Option<bool>>>,
+    weights: Option<Vec<Option<f64>>>,
+    mean: Option<f64>,
+) -> Vec<f32> {
+    let masks: Vec<i64> = masks.unwrap_or_default().into_iter().map(|m| m.unwrap_or(0)).collect();
+    let lens: Vec<f64> = lens.unwrap_or_default().into_iter().map(|l| l.unwrap_or(0.0)).collect();
+    let exact: Vec<bool> = exact
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.unwrap_or(false))
+        .collect();
+    let weights: Vec<f64> = weights
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.unwrap_or(0.0))
+        .collect();
+    text_rank::scores(&masks, &lens, &exact, &weights, mean.unwrap_or(1.0))
+        .into_iter()
+        .map(|s| s as f32)
+        .collect()
+}
+
+/// Which terms' postings the text leg reads next (engram-core
+/// `text_rank::next_reads`): `frontiers[i]` NULL when term i's postings were
+/// read to the end, else the length of the last posting read (0: none yet);
+/// `theta` the `wanted`-th best score so far, NULL while fewer were read.
+/// All false: the text leg's top `wanted` are final.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(immutable, parallel_safe)]
+fn _text_reads(
+    weights: Option<Vec<Option<f64>>>,
+    dfs: Option<Vec<Option<f64>>>,
+    frontiers: Option<Vec<Option<f64>>>,
+    exact: Option<Vec<Option<bool>>>,
+    theta: Option<f32>,
+    first: Option<bool>,
+    wanted: Option<i32>,
+    mean: Option<f64>,
+) -> Vec<bool> {
+    let flat = |v: Option<Vec<Option<f64>>>| -> Vec<f64> {
+        v.unwrap_or_default().into_iter().map(|x| x.unwrap_or(0.0)).collect()
+    };
+    let exact: Vec<bool> = exact
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.unwrap_or(false))
+        .collect();
+    let (weights, dfs, frontiers) = (flat(weights), flat(dfs), frontiers.unwrap_or_default());
+    let terms = text_rank::Terms {
+        weights: &weights,
+        dfs: &dfs,
+        frontiers: &frontiers,
+        exact: &exact,
+    };
+    text_rank::next_reads(
+        &terms,
+        theta.map(f64::from),
+        first.unwrap_or(true),
+        usize::try_from(wanted.unwrap_or(1)).unwrap_or(1),
+        mean.unwrap_or(1.0),
+    )
 }
 
 /// Which query terms (term i = bit i) a row's tsvector holds, from

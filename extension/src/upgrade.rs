@@ -90,10 +90,11 @@ pub fn forget_pending(aborted_sub: Option<pg_sys::SubTransactionId>) {
 
 /// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
 /// (a file may use types and functions of the files before it).
-const API_FILES: [&str; 20] = [
+const API_FILES: [&str; 21] = [
     include_str!("../sql/api/helpers.sql"),
     include_str!("../sql/api/search_plans.sql"),
     include_str!("../sql/api/scope_lists.sql"),
+    include_str!("../sql/api/text_index.sql"),
     include_str!("../sql/api/memories.sql"),
     include_str!("../sql/api/search.sql"),
     include_str!("../sql/api/items.sql"),

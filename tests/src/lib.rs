@@ -512,10 +512,11 @@ pub async fn catalog(c: &Client) -> Vec<String> {
         .collect()
 }
 
-/// Differences between the lists and a recomputation from the memories:
-/// the entries packed in the blocks (memory ids and quantized vectors), the
-/// block each entry row points at, the list sizes, and malformed or empty
-/// blocks. 0 when exact.
+/// Differences between the derived search structures and a recomputation
+/// from the memories: the scope lists' entries packed in the blocks (memory
+/// ids and quantized vectors), the block each entry row points at, the list
+/// sizes, malformed or empty blocks; the text index's postings, document
+/// frequencies and sizes. 0 when exact.
 pub const LIST_DRIFT: &str = "
 WITH want AS (
     SELECT m.owner, l.list, m.id AS memory_id, engram._quantize(m.embedding::real[]) AS qvec
@@ -529,8 +530,26 @@ packed AS (
          generate_series(0, b.n - 1) AS i),
 have AS (SELECT p.owner, p.list, p.memory_id, p.qvec FROM packed p),
 sizes_want AS (SELECT w.owner, w.list, count(*) AS n FROM want w GROUP BY w.owner, w.list),
-sizes_have AS (SELECT z.owner, z.list, z.n FROM engram.scope_sizes z WHERE z.n <> 0)
-SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
+sizes_have AS (SELECT z.owner, z.list, z.n FROM engram.scope_sizes z WHERE z.n <> 0),
+postings_want AS (
+    SELECT m.owner, engram._list_key(m.internal_type, '') AS list, u.lexeme, octet_length(m.content) AS len,
+           m.id AS memory_id
+    FROM engram.memories m, unnest(m.content_tsv) u WHERE m.status = 'active'),
+postings_have AS (SELECT p.owner, p.list, p.lexeme, p.len, p.memory_id FROM engram.text_postings p),
+terms_want AS (SELECT p.owner, p.list, p.lexeme, count(*) AS df FROM postings_want p GROUP BY 1, 2, 3),
+terms_have AS (SELECT t.owner, t.list, t.lexeme, t.df FROM engram.text_terms t),
+docs_want AS (
+    SELECT m.owner, engram._list_key(m.internal_type, '') AS list, count(*) AS docs,
+           sum(octet_length(m.content)) AS total_len
+    FROM engram.memories m WHERE m.status = 'active' GROUP BY 1, 2),
+docs_have AS (SELECT z.owner, z.list, z.docs, z.total_len FROM engram.text_sizes z)
+SELECT (SELECT count(*) FROM (SELECT * FROM postings_want EXCEPT ALL SELECT * FROM postings_have) t1)
+     + (SELECT count(*) FROM (SELECT * FROM postings_have EXCEPT ALL SELECT * FROM postings_want) t2)
+     + (SELECT count(*) FROM (SELECT * FROM terms_want EXCEPT ALL SELECT * FROM terms_have) t3)
+     + (SELECT count(*) FROM (SELECT * FROM terms_have EXCEPT ALL SELECT * FROM terms_want) t4)
+     + (SELECT count(*) FROM (SELECT * FROM docs_want EXCEPT ALL SELECT * FROM docs_have) t5)
+     + (SELECT count(*) FROM (SELECT * FROM docs_have EXCEPT ALL SELECT * FROM docs_want) t6)
+     + (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
      + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) b)
      + (SELECT count(*) FROM (SELECT * FROM sizes_want EXCEPT SELECT * FROM sizes_have) c)
      + (SELECT count(*) FROM (SELECT * FROM sizes_have EXCEPT SELECT * FROM sizes_want) d)

@@ -1,7 +1,8 @@
 //! Scope lists (engram.scope_blocks, engram.scope_entries,
-//! engram.scope_sizes): every write path keeps them equal to what the
-//! memories say they should be, search reads them, and the restricted role
-//! cannot.
+//! engram.scope_sizes) and the text index (engram.text_postings,
+//! engram.text_terms, engram.text_sizes): every write path keeps them equal
+//! to what the memories say they should be, search reads them, and the
+//! restricted role cannot.
 
 use engram_tests::*;
 
@@ -153,9 +154,62 @@ async fn every_write_path_keeps_the_lists_exact() {
     )
     .await;
     assert_exact(&db, "bulk DELETE").await;
+
+    // the text index follows contents (a DBA's own UPDATE), internal types,
+    // imports, keyed writes and erasures
+    run(
+        &db,
+        "UPDATE engram.memories SET content = content || ' revised by the DBA' WHERE owner = 'dave' AND content LIKE 'note 2%'",
+    )
+    .await;
+    assert_exact(&db, "a DBA's UPDATE of contents").await;
+    run(
+        &db,
+        "UPDATE engram.memories SET internal_type = 'agent' WHERE owner = 'dave' AND content LIKE 'note 3%'",
+    )
+    .await;
+    assert_exact(&db, "a DBA's UPDATE of internal types").await;
+    run(
+        &db,
+        "SELECT engram.import_memory(owner => 'frank', memory => jsonb_set(e.memory, '{id}', to_jsonb(gen_random_uuid())))
+         FROM engram.export_memories(owner => 'dave', lim => 10) e WHERE e.memory ->> 'internal_type' IS NULL",
+    )
+    .await;
+    assert_exact(&db, "import_memory").await;
+    run(
+        &db,
+        "SELECT engram.put(owner => 'frank', namespace => '{prefs}', key => 'theme', content => 'dark theme please');
+         SELECT engram.put(owner => 'frank', namespace => '{prefs}', key => 'theme', content => 'light theme now')",
+    )
+    .await;
+    assert_exact(&db, "put over a key").await;
+    run(&db, "SELECT engram.erase_memories(owner => 'frank')").await;
+    assert_exact(&db, "erase_memories").await;
+    run(&db, "SELECT engram.erase_owner(owner => 'carol')").await;
+    assert_exact(&db, "erase_owner").await;
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM engram.text_sizes WHERE owner IN ('carol', 'frank')"
+        )
+        .await,
+        0
+    );
+
     run(&db, "TRUNCATE engram.memories CASCADE").await;
-    assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_entries").await, 0);
-    assert_eq!(count(&db, "SELECT count(*) FROM engram.scope_sizes").await, 0);
+    for table in [
+        "scope_entries",
+        "scope_sizes",
+        "text_postings",
+        "text_terms",
+        "text_sizes",
+    ] {
+        assert_eq!(
+            count(&db, &format!("SELECT count(*) FROM engram.{table}")).await,
+            0,
+            "{table}"
+        );
+    }
 }
 
 /// Lists longer than one block (90 entries at 64 dimensions): blocks fill
@@ -313,7 +367,14 @@ async fn the_restricted_role_cannot_read_the_lists() {
     )
     .await;
     let agent = db.agent("alice").await;
-    for table in ["engram.scope_blocks", "engram.scope_entries", "engram.scope_sizes"] {
+    for table in [
+        "engram.scope_blocks",
+        "engram.scope_entries",
+        "engram.scope_sizes",
+        "engram.text_postings",
+        "engram.text_terms",
+        "engram.text_sizes",
+    ] {
         let (state, _) = sqlstate(agent.query(&format!("SELECT * FROM {table}"), &[]).await);
         assert_eq!(state, "42501", "{table} must not be readable by engram_agent");
         let (state, _) = sqlstate(agent.execute(&format!("DELETE FROM {table}"), &[]).await);

@@ -23,6 +23,7 @@ pub mod quant;
 pub mod scoring;
 pub mod search;
 pub mod tags;
+pub mod text_rank;
 pub mod time_window;
 pub mod validate;
 

@@ -199,10 +199,8 @@ pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) ->
             }
         }
     }
-    let n = rows as f64;
-    let weights: Vec<f64> = df.iter().map(|d| idf(n, *d as f64)).collect();
-    let total: f64 = weights.iter().sum();
-    if total <= 0.0 {
+    let weights = crate::text_rank::term_weights(rows as f64, &df.iter().map(|d| *d as f64).collect::<Vec<_>>());
+    if weights.iter().sum::<f64>() <= 0.0 {
         return vec![0.0; rows];
     }
     let len = |i: usize| {
@@ -211,26 +209,9 @@ pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) ->
             .filter(|l| l.is_finite() && *l > 0.0)
             .unwrap_or(1.0)
     };
-    let mean = (0..rows).map(len).sum::<f64>() / n;
-    masks
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let matched: f64 = weights
-                .iter()
-                .enumerate()
-                .filter(|(t, _)| m & (1 << t) != 0)
-                .map(|(_, w)| w)
-                .sum();
-            let norm = 1.0 - BM25_B + BM25_B * len(i) / mean;
-            let bonus = if exact.get(i).copied().unwrap_or(false) {
-                EXACT_MATCH_BONUS
-            } else {
-                0.0
-            };
-            matched / total * (BM25_K1 + 1.0) / (1.0 + BM25_K1 * norm) + bonus
-        })
-        .collect()
+    let mean = (0..rows).map(len).sum::<f64>() / rows as f64;
+    let lens: Vec<f64> = (0..rows).map(len).collect();
+    crate::text_rank::scores(masks, &lens, exact, &weights, mean)
 }
 
 /// Relevance of a hybrid match: the mean of its cosine similarity (0 when

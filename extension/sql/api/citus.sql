@@ -11,7 +11,7 @@ LANGUAGE sql IMMUTABLE AS $fn$
     SELECT ARRAY['memories', 'workspaces', 'images', 'revisions', 'memory_access', 'audit_log',
                  'ghost_settings', 'grants', 'publications', 'owner_locks', 'slots', 'states', 'events',
                  'misses', 'scope_entries', 'scope_blocks', 'scope_sizes', 'image_data', 'image_embeddings', 'image_holds',
-                 'memory_entities']
+                 'memory_entities', 'text_postings', 'text_terms', 'text_sizes']
 $fn$;
 
 CREATE FUNCTION engram._reference_tables() RETURNS text[]

@@ -91,7 +91,7 @@ BEGIN
             context.query_embedding, context.query_text, v_depth + cardinality(v_shown),
             engram._similarity_floor(NULL, context.query_embedding IS NOT NULL
                                            AND nullif(btrim(context.query_text), '') IS NOT NULL),
-            engram.time_window(context.query_text));
+            engram.time_window(context.query_text), true);
     END IF;
 
     v_result := engram._render_context(jsonb_build_object(

@@ -147,6 +147,9 @@ BEGIN
     DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
     DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
     DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
+    DELETE FROM engram.text_postings p WHERE p.owner = v_owner;
+    DELETE FROM engram.text_terms t WHERE t.owner = v_owner;
+    DELETE FROM engram.text_sizes z WHERE z.owner = v_owner;
     DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('audit_rows', n);

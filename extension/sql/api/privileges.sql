@@ -66,6 +66,10 @@ REVOKE EXECUTE ON FUNCTION engram._term_mask(bytea, text[]) FROM PUBLIC;
 -- (and that of 0.19.0)
 REVOKE EXECUTE ON FUNCTION engram._memory_entities(text, text[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._contradicted_by(text[], double precision[], real[], real) FROM PUBLIC;
+-- (and those of 0.20.0)
+REVOKE EXECUTE ON FUNCTION engram._term_weights(bigint, bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._text_rank(bigint[], double precision[], boolean[], double precision[], double precision) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._text_reads(double precision[], double precision[], double precision[], boolean[], real, boolean, integer, double precision) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -150,7 +150,7 @@ END
 $fn$;
 
 -- The lists of owner p_owner (of every owner when NULL) built again from
--- the memories, packed full: after a load with triggers disabled, a
+-- the memories, packed full, and its text index (sql/api/text_index.sql): after a load with triggers disabled, a
 -- TRUNCATE on Citus, or to compact blocks that removals left sparse. It
 -- locks the lists against writers while it runs (they wait), one owner
 -- per statement (on Citus each runs on that owner's shard).
@@ -168,10 +168,12 @@ BEGIN
         RAISE EXCEPTION 'rebuild_lists runs in READ COMMITTED only (this transaction is %); run it on its own', current_setting('transaction_isolation')
             USING ERRCODE = '25001';
     END IF;
-    LOCK TABLE engram.scope_sizes, engram.scope_blocks, engram.scope_entries IN SHARE ROW EXCLUSIVE MODE;
+    LOCK TABLE engram.scope_sizes, engram.scope_blocks, engram.scope_entries,
+               engram.text_sizes, engram.text_terms, engram.text_postings IN SHARE ROW EXCLUSIVE MODE;
     FOR v_owner IN
         SELECT o.owner FROM (SELECT DISTINCT m.owner FROM engram.memories m
-                             UNION SELECT z.owner FROM engram.scope_sizes z) o
+                             UNION SELECT z.owner FROM engram.scope_sizes z
+                             UNION SELECT t.owner FROM engram.text_sizes t) o
         WHERE rebuild_lists.owner IS NULL OR o.owner = rebuild_lists.owner ORDER BY 1
     LOOP
         DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
@@ -193,6 +195,7 @@ BEGIN
         v_total := v_total + n;
         INSERT INTO engram.scope_sizes (owner, list, n)
         SELECT e.owner, e.list, count(*) FROM engram.scope_entries e WHERE e.owner = v_owner GROUP BY e.owner, e.list;
+        PERFORM engram._rebuild_text_index(v_owner);
     END LOOP;
     RETURN v_total;
 END
@@ -275,67 +278,3 @@ CREATE TRIGGER zz_scope_lists_delete AFTER DELETE ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._lists_deleted();
 CREATE TRIGGER zz_scope_lists_truncate AFTER TRUNCATE ON engram.memories
     FOR EACH STATEMENT EXECUTE FUNCTION engram._lists_truncated();
-
--- The distinct terms (lexemes) of a query in the order they first appear,
--- at most engram-core's MAX_QUERY_TERMS (the text leg's bit masks): the
--- terms engram._term_mask looks for.
-CREATE FUNCTION engram._query_terms(p_text text) RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT coalesce(array_agg(t.lexeme ORDER BY t.first, t.lexeme), '{}')
-    FROM (SELECT u.lexeme, u.positions[1] AS first
-          FROM unnest(to_tsvector('english', coalesce(p_text, ''))) u
-          ORDER BY 2, 1 LIMIT engram._max_query_terms()) t
-$fn$;
-
--- A query's text as a tsquery of alternatives (every term, beyond the ones
--- weighed too: a long question still finds the memory holding its one
--- rare word); NULL when it has no terms.
-CREATE FUNCTION engram._any_term_query(p_text text) RETURNS tsquery
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT nullif(replace(plainto_tsquery('english', coalesce(p_text, ''))::text, ' & ', ' | '), '')::tsquery
-$fn$;
-
--- Full-text leg of search: the rows holding any term of the query (an OR
--- query: a long question still finds the memory holding its one rare
--- word), best text score first. The score is engram-core's text_scores:
--- the share of the query's IDF a row holds times BM25's length factor,
--- with the statistics (document frequencies, mean length) of the matching
--- rows, so every matching row is read once; lengths are octet_length,
--- which reads a long content's size without fetching it. A row holding
--- an exact token of the query (p_exact: codes, ids, numbers) scores
--- engram-core's EXACT_MATCH_BONUS more: a ticket id is never buried under
--- rows that share many common words with a long question.
-CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer, p_exact tsquery DEFAULT NULL)
-RETURNS TABLE (id uuid, rank real)
-LANGUAGE plpgsql
-ROWS 30
-AS $fn$
-DECLARE
-    v_terms text[] := engram._query_terms(p_text);
-    v_query tsquery := engram._any_term_query(p_text);
-    v_ids   uuid[];
-    v_masks bigint[];
-    v_lens  float8[];
-    v_exact boolean[];
-BEGIN
-    IF v_query IS NULL OR numnode(v_query) = 0 THEN
-        RETURN;
-    END IF;
-    PERFORM engram._check_scope(s);
-    EXECUTE
-        'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
-                array_agg(octet_length(m.content)::float8),
-                array_agg(coalesce(m.content_tsv @@ $17, false))
-         FROM engram.memories m'
-        || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'
-        INTO v_ids, v_masks, v_lens, v_exact
-        USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-              s.session_id, s.created_after, s.created_before, p_n, v_terms,
-              s.max_level, s.space, s.group_id, s.valid_at, p_exact, NULL::bytea,
-              s.namespace_prefix, s.filter;
-    RETURN QUERY
-        SELECT x.id, x.score
-        FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, v_exact, cardinality(v_terms))) AS x(id, score)
-        ORDER BY x.score DESC, x.id LIMIT p_n;
-END
-$fn$;

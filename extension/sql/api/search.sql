@@ -149,7 +149,7 @@ $fn$;
 -- 50 so that in-window memories a little further down are in them.
 CREATE FUNCTION engram._search(
     s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real,
-    p_window tstzrange DEFAULT NULL)
+    p_window tstzrange DEFAULT NULL, p_indexed boolean DEFAULT false)
 RETURNS engram.search_hit[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -199,7 +199,7 @@ BEGIN
               WHERE 1 - k.distance >= coalesce(p_min_similarity, 0)) x;
     ELSE
     SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
-    FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text)) l;
+    FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text), p_indexed) l;
     WITH fused AS (
         SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
         FROM unnest(v_vids, v_vdists) AS v(id, distance)
@@ -506,7 +506,10 @@ BEGIN
         v_hits := engram._search_as_of(v_scope, least(coalesce(search.known_at, now()), now()), search.query_embedding,
                                        search.query_text, v_k, v_floor, v_window, v_ids);
     ELSE
-        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, v_k, v_floor, v_window);
+        -- (the text index's statistics for a caller who sees every memory
+        -- they count: no scope tags)
+        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, v_k, v_floor, v_window,
+                                 coalesce(cardinality(search.scope_tags), 0) = 0);
     END IF;
     v_hits := engram._newer_first(v_owner, v_hits, engram._clamp_k(search.k));
     -- each hit's session, by one read of the owner's rows

@@ -1,0 +1,100 @@
+-- engram 0.19.0 -> 0.20.0 (ALTER EXTENSION engram UPDATE TO '0.20.0')
+--
+-- 0.20.0: a text leg whose cost does not grow with the store.
+--   * the text index: engram.text_postings (a posting per distinct lexeme
+--     of each active memory, ordered by the memory's length),
+--     engram.text_terms (document frequencies), engram.text_sizes
+--     (memories and total length per owner and internal type), kept by
+--     triggers on engram.memories and built here from the stored memories;
+--   * three Rust functions (_term_weights, _text_rank, _text_reads);
+--   * the API: the text leg of search reads the text index (bounded) for
+--     callers who see every memory of the owner's internal type.
+--
+-- Built as sql/README.md says; _install_api drops the previous API and
+-- loads this one from the library.
+
+\echo Use "ALTER EXTENSION engram UPDATE TO '0.20.0'" to load this file. \quit
+
+CREATE TABLE engram.text_postings (
+    owner     text NOT NULL,
+    list      bigint NOT NULL,
+    lexeme    text NOT NULL,
+    len       integer NOT NULL,
+    memory_id uuid NOT NULL,
+    PRIMARY KEY (owner, memory_id, lexeme)
+);
+CREATE INDEX text_postings_order ON engram.text_postings (owner, list, lexeme, len, memory_id);
+CREATE TABLE engram.text_terms (
+    owner  text NOT NULL,
+    list   bigint NOT NULL,
+    lexeme text NOT NULL,
+    df     bigint NOT NULL,
+    PRIMARY KEY (owner, list, lexeme)
+);
+CREATE TABLE engram.text_sizes (
+    owner     text NOT NULL,
+    list      bigint NOT NULL,
+    docs      bigint NOT NULL,
+    total_len bigint NOT NULL,
+    PRIMARY KEY (owner, list)
+);
+ALTER TABLE engram.text_postings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.text_terms ENABLE ROW LEVEL SECURITY;
+ALTER TABLE engram.text_sizes ENABLE ROW LEVEL SECURITY;
+UPDATE engram.configuration SET version = '0.20.0';
+
+CREATE FUNCTION engram."_term_weights"(
+	"docs" bigint, /* Option < i64 > */
+	"dfs" bigint[] /* :: std :: option :: Option < Vec < Option < i64 > > > */
+) RETURNS double precision[] /* Vec < f64 > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_term_weights_wrapper';
+CREATE FUNCTION engram."_text_reads"(
+	"weights" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"dfs" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"frontiers" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"exact" bool[], /* :: std :: option :: Option < Vec < Option < bool > > > */
+	"theta" real, /* Option < f32 > */
+	"first" bool, /* Option < bool > */
+	"wanted" INT, /* Option < i32 > */
+	"mean" double precision /* Option < f64 > */
+) RETURNS bool[] /* Vec < bool > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_text_reads_wrapper';
+CREATE FUNCTION engram."_text_rank"(
+	"masks" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"lens" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"exact" bool[], /* :: std :: option :: Option < Vec < Option < bool > > > */
+	"weights" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"mean" double precision /* Option < f64 > */
+) RETURNS real[] /* Vec < f32 > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_text_rank_wrapper';
+
+SELECT engram._install_api('0.20.0');
+
+-- The text index of every owner, from the stored memories (one statement
+-- per owner and table; on Citus the new tables are distributed by
+-- engram.distribute(), then engram.rebuild_lists() builds it:
+-- docs/SCALING.md). A chain of hops that passed 0.19.0 without loading its
+-- API also runs 0.19.0's entity pass here (the 0.19.0 hop said so).
+DO $build$
+DECLARE
+    v_owner text;
+BEGIN
+    IF to_regprocedure('engram._rebuild_text_index(text)') IS NULL THEN
+        RETURN;  -- an intermediate hop: the chain's last hop builds it
+    END IF;
+    IF NOT engram._is_distributed() THEN
+        FOR v_owner IN SELECT DISTINCT m.owner FROM engram.memories m ORDER BY 1 LOOP
+            PERFORM engram._rebuild_text_index(v_owner);
+        END LOOP;
+    END IF;
+    IF coalesce(current_setting('engram_upgrade.reindex_entities', true), '') = 'true' THEN
+        PERFORM engram._reindex_entities();
+    END IF;
+END
+$build$;
