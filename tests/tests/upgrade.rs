@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.16.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.19.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1414,4 +1414,53 @@ async fn upgrade_from_0_18_0_indexes_entities_anew_and_groups_sessions() {
         .unwrap()
         .get(0);
     assert_eq!(hits, 2);
+}
+
+/// 0.19.0 -> 0.20.0: the text index is built from the stored memories
+/// (equal to a recomputation; archived and forgotten memories left out,
+/// each internal type on its own), and the text leg reads it.
+#[tokio::test]
+async fn upgrade_from_0_19_0_builds_the_text_index() {
+    let (_name, old) = install("0.19.0").await;
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'the kiwi budget was approved', embedding => '[1, 0, 0, 0]');
+         SELECT engram.remember(owner => 'alice', content => 'weekly team meeting about the budget', embedding => '[0, 1, 0, 0]',
+                                kind => 'episodic');
+         SELECT engram.remember(owner => 'alice', content => 'alice lived in Lyon', embedding => '[0, 0, 1, 0]');
+         SELECT engram.forget(owner => 'alice', id => (SELECT id FROM engram.memories WHERE content LIKE '%Lyon'));
+         SELECT engram.remember(owner => 'bob', content => 'bob told alice''s ghost about the budget', embedding => '[0, 0, 0, 1]',
+                                internal_type => 'ghost',
+                                tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'alice'));",
+    )
+    .await
+    .unwrap();
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    assert_eq!(
+        count_on(&old, LIST_DRIFT).await,
+        0,
+        "the text index equals a recomputation"
+    );
+    assert_eq!(count_on(&old, "SELECT count(*) FROM engram.text_sizes").await, 2);
+    assert_eq!(
+        count_on(&old, "SELECT docs FROM engram.text_sizes WHERE owner = 'alice'").await,
+        2
+    );
+    let top: String = old
+        .query_one(
+            "SELECT content FROM engram.search(owner => 'alice', query_text => 'kiwi budget') LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(top, "the kiwi budget was approved");
+    // and writes after the update keep it
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'alice', content => 'the kiwi harvest', embedding => '[1, 1, 0, 0]')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(count_on(&old, LIST_DRIFT).await, 0);
 }
