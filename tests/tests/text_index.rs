@@ -15,6 +15,7 @@ async fn load(db: &TestDb) {
              SELECT 'alice',
                     'item ' || n || ' batch' || (n % 10) || ' rare' || n
                         || CASE WHEN n % 7 = 0 THEN ' deploy ERR-' || (4500 + n % 3) ELSE '' END
+                        || CASE WHEN n % 500 = 0 THEN ' ADMIN42 login locked' ELSE '' END
                         || repeat(' filler words about the weather', n % 5),
                     sha256(n::text::bytea), sha256(n::text::bytea),
                     ARRAY['t' || (n % 4)], CASE WHEN n % 3 = 0 THEN 'episodic' ELSE 'semantic' END
@@ -66,6 +67,7 @@ async fn the_bounded_read_equals_scoring_every_match() {
         "batch3 batch4 weather",
         "what was the rare17 item about",
         "deploy failed with ERR-4501",
+        "rare17 login for ADMIN42@corp.io",
         "item batch1 batch2 batch3 batch4 batch5 filler weather",
         many_words.as_str(),
         "nothing here matches",

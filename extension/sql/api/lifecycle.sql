@@ -111,6 +111,11 @@ BEGIN
     DELETE FROM engram.memory_access a WHERE a.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('access_rows', n);
+    -- The text index first: the memories' triggers then find nothing of
+    -- it to count down, row after row (_text_drop).
+    DELETE FROM engram.text_postings p WHERE p.owner = v_owner;
+    DELETE FROM engram.text_terms t WHERE t.owner = v_owner;
+    DELETE FROM engram.text_sizes z WHERE z.owner = v_owner;
     DELETE FROM engram.memories m WHERE m.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('memories', n);
@@ -147,9 +152,6 @@ BEGIN
     DELETE FROM engram.scope_entries e WHERE e.owner = v_owner;
     DELETE FROM engram.scope_blocks b WHERE b.owner = v_owner;
     DELETE FROM engram.scope_sizes z WHERE z.owner = v_owner;
-    DELETE FROM engram.text_postings p WHERE p.owner = v_owner;
-    DELETE FROM engram.text_terms t WHERE t.owner = v_owner;
-    DELETE FROM engram.text_sizes z WHERE z.owner = v_owner;
     DELETE FROM engram.audit_log l WHERE l.owner = v_owner;
     GET DIAGNOSTICS n = ROW_COUNT;
     v_counts := v_counts || jsonb_build_object('audit_rows', n);

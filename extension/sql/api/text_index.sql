@@ -39,9 +39,14 @@ RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
     v_list    bigint := engram._list_key(p_internal_type, '');
     v_lexemes text[] := tsvector_to_array(p_tsv);
+    v_found   integer;
 BEGIN
     UPDATE engram.text_sizes AS z SET docs = z.docs - 1, total_len = z.total_len - p_len
     WHERE z.owner = p_owner AND z.list = v_list;
+    GET DIAGNOSTICS v_found = ROW_COUNT;
+    IF v_found = 0 THEN
+        RETURN;  -- the owner's index went first (erase_owner)
+    END IF;
     DELETE FROM engram.text_sizes z WHERE z.owner = p_owner AND z.list = v_list AND z.docs <= 0;
     IF cardinality(v_lexemes) = 0 THEN
         RETURN;
@@ -142,8 +147,13 @@ $fn$;
 -- owner's usage row, then its list sizes, then its text sizes.
 CREATE TRIGGER zz_text_index_insert AFTER INSERT ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._text_inserted();
-CREATE TRIGGER zz_text_index_update AFTER UPDATE ON engram.memories
-    FOR EACH ROW EXECUTE FUNCTION engram._text_updated();
+-- (updates of other columns, such as an access's rescore, fire nothing)
+CREATE TRIGGER zz_text_index_update AFTER UPDATE OF id, owner, internal_type, status, content ON engram.memories
+    FOR EACH ROW
+    WHEN (OLD.id IS DISTINCT FROM NEW.id OR OLD.owner IS DISTINCT FROM NEW.owner
+          OR OLD.internal_type IS DISTINCT FROM NEW.internal_type OR OLD.status IS DISTINCT FROM NEW.status
+          OR OLD.content IS DISTINCT FROM NEW.content)
+    EXECUTE FUNCTION engram._text_updated();
 CREATE TRIGGER zz_text_index_delete AFTER DELETE ON engram.memories
     FOR EACH ROW EXECUTE FUNCTION engram._text_deleted();
 CREATE TRIGGER zz_text_index_truncate AFTER TRUNCATE ON engram.memories
@@ -243,7 +253,9 @@ $fn$;
 CREATE FUNCTION engram._lexical_indexed(s engram.read_scope, p_text text, p_n integer, p_exact tsquery,
                                         p_exhaustive boolean DEFAULT false)
 RETURNS TABLE (id uuid, rank real)
-LANGUAGE plpgsql
+-- STABLE: every round reads the snapshot of the calling statement, so the
+-- statistics, postings and rows agree with each other
+LANGUAGE plpgsql STABLE
 ROWS 30
 AS $fn$
 DECLARE
@@ -263,6 +275,7 @@ DECLARE
     v_limits  integer[];
     v_read    boolean[];
     v_first   boolean := true;
+    v_all     boolean := p_exhaustive;
     v_new     uuid[];
     v_seen    uuid[] := '{}';
     v_ids     uuid[] := '{}';
@@ -289,16 +302,21 @@ BEGIN
     FROM unnest(v_terms) WITH ORDINALITY AS u(lexeme, i)
     LEFT JOIN engram.text_terms t ON t.owner = s.owner AND t.list = v_list AND t.lexeme = u.lexeme;
     v_weights := engram._term_weights(v_docs, v_dfs::bigint[]);
+    -- An exact token the query's own terms do not spell (the query parses
+    -- "ADMIN42@corp.io" as one email, the token is "admin42"): the memories
+    -- earning its bonus are found by no posting read, so every matching row
+    -- is scored.
+    v_all := v_all OR EXISTS (SELECT 1 FROM unnest(v_keys) k WHERE NOT (k = ANY (v_terms)));
     v_limits := array_fill(0, ARRAY[cardinality(v_terms)]);
     LOOP
-        IF NOT p_exhaustive THEN
+        IF NOT v_all THEN
             v_read := engram._text_reads(v_weights, v_dfs, v_front, v_exactly, v_theta, v_first, p_n, v_mean);
             EXIT WHEN NOT (true = ANY (v_read));
             v_limits := ARRAY(SELECT CASE WHEN NOT x.r THEN x.l WHEN x.l = 0 THEN greatest(p_n, 32) ELSE x.l * 4 END
                               FROM unnest(v_read, v_limits) AS x(r, l));
             v_first := false;
         END IF;
-        IF p_exhaustive OR (SELECT max(l) FROM unnest(v_limits) l) > 16384 THEN
+        IF v_all OR (SELECT max(l) FROM unnest(v_limits) l) > 16384 THEN
             EXECUTE
                 'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
                         array_agg(octet_length(m.content)::float8),
@@ -324,7 +342,7 @@ BEGIN
         ), f AS (
             SELECT r.i, count(*) AS n, max(r.len) AS last FROM r GROUP BY r.i
         )
-        SELECT ARRAY(SELECT DISTINCT r.memory_id FROM r WHERE r.memory_id <> ALL (v_seen)),
+        SELECT ARRAY(SELECT r.memory_id FROM r EXCEPT SELECT unnest(v_seen)),
                ARRAY(SELECT CASE WHEN NOT u.r THEN u.front WHEN f.n >= u.lim THEN f.last::float8 END
                      FROM unnest(v_read, v_limits, v_front) WITH ORDINALITY AS u(r, lim, front, i)
                      LEFT JOIN f ON f.i = u.i ORDER BY u.i)
