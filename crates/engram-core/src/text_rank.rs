@@ -58,22 +58,31 @@ fn share(mask: i64, weights: &[f64], total: f64) -> f64 {
 /// `mask` (term i = bit i), is `len` bytes long, and `exact` when it holds
 /// an exact token of the query.
 pub fn score(mask: i64, len: f64, exact: bool, weights: &[f64], mean: f64) -> f64 {
-    let total: f64 = weights.iter().take(MAX_QUERY_TERMS).sum();
+    scored(mask, len, exact, weights, weighed_total(weights), mean)
+}
+
+fn weighed_total(weights: &[f64]) -> f64 {
+    weights.iter().take(MAX_QUERY_TERMS).sum()
+}
+
+fn scored(mask: i64, len: f64, exact: bool, weights: &[f64], total: f64, mean: f64) -> f64 {
     let bonus = if exact { EXACT_MATCH_BONUS } else { 0.0 };
     share(mask, weights, total) * length_factor(len, mean) + bonus
 }
 
 /// [`score`] of many memories at once (one call from SQL).
 pub fn scores(masks: &[i64], lens: &[f64], exact: &[bool], weights: &[f64], mean: f64) -> Vec<f64> {
+    let total = weighed_total(weights);
     masks
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            score(
+            scored(
                 *m,
                 lens.get(i).copied().unwrap_or(1.0),
                 exact.get(i).copied().unwrap_or(false),
                 weights,
+                total,
                 mean,
             )
         })
@@ -118,7 +127,7 @@ pub fn next_reads(terms: &Terms, theta: Option<f64>, first: bool, wanted: usize,
         frontiers,
         exact,
     } = *terms;
-    let total: f64 = weights.iter().take(MAX_QUERY_TERMS).sum();
+    let total = weighed_total(weights);
     let n = frontiers.len();
     let weight = |i: usize| weights.get(i).copied().unwrap_or(0.0);
     let open: Vec<usize> = (0..n)

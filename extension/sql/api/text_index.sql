@@ -99,15 +99,12 @@ BEGIN
 END
 $fn$;
 
--- AFTER UPDATE, per row: a memory whose owner, id, internal type, status or
--- content changed leaves the index as it was and enters it as it is.
+-- AFTER UPDATE, per row, of a memory whose owner, id, internal type, status
+-- or content changed (the trigger's WHEN): it leaves the index as it was
+-- and enters it as it is.
 CREATE FUNCTION engram._text_updated() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
-    IF (OLD.id, OLD.owner, OLD.internal_type, OLD.status, OLD.content)
-       IS NOT DISTINCT FROM (NEW.id, NEW.owner, NEW.internal_type, NEW.status, NEW.content) THEN
-        RETURN NULL;
-    END IF;
     IF OLD.status = 'active' THEN
         PERFORM engram._text_drop(OLD.owner, OLD.internal_type, OLD.id, OLD.content_tsv, octet_length(OLD.content));
     END IF;
@@ -178,6 +175,35 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT nullif(replace(plainto_tsquery('english', coalesce(p_text, ''))::text, ' & ', ' | '), '')::tsquery
 $fn$;
 
+-- The rows of scope s the text leg scores, as arrays in one order: each
+-- one's id, the mask of p_terms it holds (engram._term_mask), its length
+-- (octet_length: a long content's size, read without fetching it) and
+-- whether it holds an exact token of the query (p_exact). The rows
+-- matching p_query; or, given p_ids, those of p_ids, each read by its key
+-- whatever the planner's estimates (the LATERAL with OFFSET 0 is never
+-- flattened into a join). Rows outside the scope are left out.
+CREATE FUNCTION engram._text_rows(s engram.read_scope, p_terms text[], p_exact tsquery, p_query tsquery,
+                                  p_ids uuid[] DEFAULT NULL,
+                                  OUT ids uuid[], OUT masks bigint[], OUT lens float8[], OUT exact boolean[])
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    EXECUTE
+        'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
+                array_agg(octet_length(m.content)::float8),
+                array_agg(coalesce(m.content_tsv @@ $17, false))
+         FROM ' || CASE WHEN p_ids IS NULL
+                        THEN 'engram.memories m' || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'
+                        ELSE 'unnest($18) AS c(id) CROSS JOIN LATERAL (
+                                  SELECT x.* FROM engram.memories x WHERE x.owner = $2 AND x.id = c.id OFFSET 0) m'
+                             || engram._scope_filter(true) END
+        INTO ids, masks, lens, exact
+        USING p_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+              s.session_id, s.created_after, s.created_before, NULL::integer, p_terms,
+              s.max_level, s.space, s.group_id, s.valid_at, p_exact, p_ids,
+              s.namespace_prefix, s.filter;
+END
+$fn$;
+
 -- Full-text leg of search: the p_n rows of scope s with the best text
 -- score for p_text, best first. The score is engram-core's (the share of
 -- the query's IDF a row holds times BM25's length factor; a row holding an
@@ -191,8 +217,7 @@ $fn$;
 -- those of the rows of the scope that match (an OR query: a long question
 -- still finds the memory holding its one rare word), so that a scoped
 -- caller's scores reveal nothing of rows it cannot see; every matching row
--- is read once, lengths are octet_length (a long content's size, read
--- without fetching it).
+-- is read once (engram._text_rows).
 CREATE FUNCTION engram._lexical(s engram.read_scope, p_text text, p_n integer, p_exact tsquery DEFAULT NULL,
                                 p_indexed boolean DEFAULT false)
 RETURNS TABLE (id uuid, rank real)
@@ -202,10 +227,7 @@ AS $fn$
 DECLARE
     v_terms text[] := engram._query_terms(p_text);
     v_query tsquery := engram._any_term_query(p_text);
-    v_ids   uuid[];
-    v_masks bigint[];
-    v_lens  float8[];
-    v_exact boolean[];
+    v_rows  record;
 BEGIN
     IF v_query IS NULL OR numnode(v_query) = 0 THEN
         RETURN;
@@ -216,20 +238,10 @@ BEGIN
         RETURN QUERY SELECT * FROM engram._lexical_indexed(s, p_text, p_n, p_exact);
         RETURN;
     END IF;
-    EXECUTE
-        'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
-                array_agg(octet_length(m.content)::float8),
-                array_agg(coalesce(m.content_tsv @@ $17, false))
-         FROM engram.memories m'
-        || engram._scope_filter(s.owner IS NOT NULL) || ' AND m.content_tsv @@ $1'
-        INTO v_ids, v_masks, v_lens, v_exact
-        USING v_query, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-              s.session_id, s.created_after, s.created_before, p_n, v_terms,
-              s.max_level, s.space, s.group_id, s.valid_at, p_exact, NULL::bytea,
-              s.namespace_prefix, s.filter;
+    v_rows := engram._text_rows(s, v_terms, p_exact, v_query);
     RETURN QUERY
         SELECT x.id, x.score
-        FROM unnest(v_ids, engram._text_scores(v_masks, v_lens, v_exact, cardinality(v_terms))) AS x(id, score)
+        FROM unnest(v_rows.ids, engram._text_scores(v_rows.masks, v_rows.lens, v_rows.exact, cardinality(v_terms))) AS x(id, score)
         ORDER BY x.score DESC, x.id LIMIT p_n;
 END
 $fn$;
@@ -244,9 +256,8 @@ $fn$;
 -- essential ones, while a memory not read yet that holds one could still
 -- pass the p_n-th best score); each read takes a term's first postings,
 -- 4x more than its last read. The memories not seen yet are scored from
--- their rows (each by its key, whatever the planner's estimates: the
--- LATERAL with OFFSET 0 is never flattened into a join), under the scope
--- filter: a row outside the scope is read and left out. Past 16,384
+-- their rows (engram._text_rows, by key), under the scope filter: a row
+-- outside the scope is read and left out. Past 16,384
 -- postings of a term (a scope the index does not narrow: a rare kind, a
 -- session) the scope's matching rows are scored all at once.
 -- p_exhaustive scores every matching row at once (the tests compare both).
@@ -262,9 +273,9 @@ DECLARE
     v_list    bigint := engram._list_key(s.internal_type, '');
     -- every term finds memories (up to 256); the first 63 are weighed
     v_terms   text[] := engram._query_terms(p_text, 256);
-    v_weighed text[] := engram._query_terms(p_text);
     v_keys    text[] := ARRAY(SELECT DISTINCT x.lexeme FROM unnest(engram._exact_tokens(p_text)) e,
                               unnest(to_tsvector('english', e)) x);
+    v_weighed text[];
     v_docs    bigint;
     v_length  bigint;
     v_mean    float8;
@@ -284,10 +295,7 @@ DECLARE
     v_exact   boolean[] := '{}';
     v_scores  real[];
     v_theta   real;
-    r_ids     uuid[];
-    r_masks   bigint[];
-    r_lens    float8[];
-    r_exact   boolean[];
+    v_rows    record;
 BEGIN
     SELECT z.docs, z.total_len INTO v_docs, v_length FROM engram.text_sizes z
     WHERE z.owner = s.owner AND z.list = v_list;
@@ -306,6 +314,7 @@ BEGIN
     -- "ADMIN42@corp.io" as one email, the token is "admin42"): the memories
     -- earning its bonus are found by no posting read, so every matching row
     -- is scored.
+    v_weighed := v_terms[1:engram._max_query_terms()];
     v_all := v_all OR EXISTS (SELECT 1 FROM unnest(v_keys) k WHERE NOT (k = ANY (v_terms)));
     v_limits := array_fill(0, ARRAY[cardinality(v_terms)]);
     LOOP
@@ -317,17 +326,9 @@ BEGIN
             v_first := false;
         END IF;
         IF v_all OR (SELECT max(l) FROM unnest(v_limits) l) > 16384 THEN
-            EXECUTE
-                'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
-                        array_agg(octet_length(m.content)::float8),
-                        array_agg(coalesce(m.content_tsv @@ $17, false))
-                 FROM engram.memories m' || engram._scope_filter(true) || ' AND m.content_tsv @@ $1'
-                INTO v_ids, v_masks, v_lens, v_exact
-                USING engram._any_term_query(p_text), s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
-                      s.tags_any, s.session_id, s.created_after, s.created_before, p_n, v_weighed,
-                      s.max_level, s.space, s.group_id, s.valid_at, p_exact, NULL::bytea,
-                      s.namespace_prefix, s.filter;
-            v_scores := engram._text_rank(v_masks, v_lens, v_exact, v_weights, v_mean);
+            v_rows := engram._text_rows(s, v_weighed, p_exact, engram._any_term_query(p_text));
+            v_ids := v_rows.ids;
+            v_scores := engram._text_rank(v_rows.masks, v_rows.lens, v_rows.exact, v_weights, v_mean);
             EXIT;
         END IF;
         -- the first v_limits[i] postings of each term read, shortest first
@@ -348,23 +349,12 @@ BEGIN
                      LEFT JOIN f ON f.i = u.i ORDER BY u.i)
         INTO v_new, v_front;
         IF cardinality(v_new) > 0 THEN
-            EXECUTE
-                'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
-                        array_agg(octet_length(m.content)::float8),
-                        array_agg(coalesce(m.content_tsv @@ $17, false))
-                 FROM unnest($1::uuid[]) AS c(id) CROSS JOIN LATERAL (
-                     SELECT x.* FROM engram.memories x WHERE x.owner = $2 AND x.id = c.id OFFSET 0) m'
-                 || engram._scope_filter(true)
-                INTO r_ids, r_masks, r_lens, r_exact
-                USING v_new, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                      s.session_id, s.created_after, s.created_before, p_n, v_weighed,
-                      s.max_level, s.space, s.group_id, s.valid_at, p_exact, NULL::bytea,
-                      s.namespace_prefix, s.filter;
+            v_rows := engram._text_rows(s, v_weighed, p_exact, NULL, v_new);
             v_seen := v_seen || v_new;
-            v_ids := v_ids || coalesce(r_ids, '{}');
-            v_masks := v_masks || coalesce(r_masks, '{}');
-            v_lens := v_lens || coalesce(r_lens, '{}');
-            v_exact := v_exact || coalesce(r_exact, '{}');
+            v_ids := v_ids || coalesce(v_rows.ids, '{}');
+            v_masks := v_masks || coalesce(v_rows.masks, '{}');
+            v_lens := v_lens || coalesce(v_rows.lens, '{}');
+            v_exact := v_exact || coalesce(v_rows.exact, '{}');
         END IF;
         v_scores := engram._text_rank(v_masks, v_lens, v_exact, v_weights, v_mean);
         v_theta := (SELECT x FROM unnest(v_scores) x ORDER BY x DESC OFFSET p_n - 1 LIMIT 1);
