@@ -17,6 +17,7 @@ mod restore;
 mod retrieval;
 mod stats;
 mod tenants;
+mod text_cost;
 mod time_entities;
 mod vision;
 
@@ -79,6 +80,11 @@ struct Args {
     /// Only vision_search at 1,000 and 10,000 images (no vector data needed).
     #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only"])]
     vision_only: bool,
+    /// Only the text leg's cost: hybrid search against vector-only search
+    /// for three query classes at 10,000 and 100,000 memories of one owner,
+    /// and the engram functions one search calls (no vector data needed).
+    #[arg(long, conflicts_with_all = ["mcp_only", "no_mcp", "retrieval_only", "vision_only"])]
+    text_cost_only: bool,
     /// Only the restore of the loaded memories from a logical backup (pg_dump -Fd, pg_restore on one and two
     /// jobs; docs/BACKUP.md).
     #[arg(long, conflicts_with_all = ["mcp_only", "retrieval_only", "vision_only"])]
@@ -504,7 +510,7 @@ impl Args {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = Args::parse();
-    let c = connect(&a.dsn).await;
+    let mut c = connect(&a.dsn).await;
     if a.retrieval_only {
         return conversations::eval(&c, &a.local_model(), &a.retrieval_data, 1, a.turn_context).await;
     }
@@ -520,6 +526,10 @@ async fn main() {
     }
     if a.vision_only {
         return vision::run(&c, a.queries).await;
+    }
+    if a.text_cost_only {
+        let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+        return text_cost::run(&mut c, dims as usize, a.queries / 2).await;
     }
     if let Some(citus) = &a.citus_dsn {
         let shape = tenants::Shape {

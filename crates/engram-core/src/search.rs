@@ -199,7 +199,8 @@ pub fn text_scores(masks: &[i64], lens: &[f64], exact: &[bool], terms: usize) ->
             }
         }
     }
-    let weights = crate::text_rank::term_weights(rows as f64, &df.iter().map(|d| *d as f64).collect::<Vec<_>>());
+    // (the matching rows are these rows: their count is the IDF's)
+    let weights: Vec<f64> = df.iter().map(|d| idf(rows as f64, *d as f64)).collect();
     if weights.iter().sum::<f64>() <= 0.0 {
         return vec![0.0; rows];
     }

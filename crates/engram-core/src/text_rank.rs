@@ -15,15 +15,36 @@
 
 use crate::search::{idf, BM25_B, BM25_K1, EXACT_MATCH_BONUS, MAX_QUERY_TERMS};
 
-/// The weight of each query term: BM25's IDF among `docs` memories, for
-/// the first [`MAX_QUERY_TERMS`]; 0 for the later ones (they still find
-/// memories, as the text leg's OR query does, but add nothing to a score).
+/// The weight of each query term: BM25's IDF among the memories that hold
+/// any of the query's terms, for the first [`MAX_QUERY_TERMS`]; 0 for the
+/// later ones (they still find memories, as the text leg's OR query does,
+/// but add nothing to a score). `dfs` are the terms' document frequencies
+/// among `docs` memories.
+///
+/// The IDF is taken among the matching memories, not all of them, so that a
+/// word most of the matches hold weighs little against the word that
+/// singles one out (the statistics the text leg used when it read every
+/// match). Their count is estimated from the frequencies, as if the terms
+/// fell on memories independently: docs × (1 − Π (1 − df / docs)), within
+/// [the largest df, docs].
 pub fn term_weights(docs: f64, dfs: &[f64]) -> Vec<f64> {
+    let docs = if docs.is_finite() { docs.max(0.0) } else { 0.0 };
+    let valid = |df: &f64| df.is_finite() && *df > 0.0;
+    let largest = dfs.iter().filter(|d| valid(d)).fold(0.0f64, |a, d| a.max(d.min(docs)));
+    let none_hold: f64 = if docs > 0.0 {
+        dfs.iter()
+            .filter(|d| valid(d))
+            .map(|d| 1.0 - d.min(docs) / docs)
+            .product()
+    } else {
+        1.0
+    };
+    let matching = (docs * (1.0 - none_hold)).clamp(largest, docs.max(largest));
     dfs.iter()
         .enumerate()
         .map(|(i, df)| {
             if i < MAX_QUERY_TERMS && df.is_finite() {
-                idf(docs, *df)
+                idf(matching, *df)
             } else {
                 0.0
             }
@@ -195,7 +216,23 @@ pub fn next_reads(terms: &Terms, theta: Option<f64>, first: bool, wanted: usize,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::text_scores;
+    use crate::search::{idf, text_scores};
+
+    #[test]
+    fn weights_are_taken_among_the_estimated_matches() {
+        // a word every memory holds: every memory matches
+        let w = term_weights(1000.0, &[1000.0, 2.0]);
+        assert!((w[1] - idf(1000.0, 2.0)).abs() < 1e-12);
+        // two rare words: about the memories holding either (2 + 3 - 0.006)
+        let w = term_weights(1000.0, &[2.0, 3.0]);
+        let matching = 1000.0 * (1.0 - (1.0 - 0.002) * (1.0 - 0.003));
+        assert!((w[0] - idf(matching, 2.0)).abs() < 1e-12);
+        // so a word most of the matches hold weighs little beside a rare one
+        let w = term_weights(1000.0, &[40.0, 1.0]);
+        assert!(w[1] > 4.0 * w[0], "{w:?}");
+        // nothing held, or no memories: finite
+        assert!(term_weights(0.0, &[0.0, 3.0]).iter().all(|x| x.is_finite()));
+    }
 
     #[test]
     fn weights_are_idf_and_stop_after_the_weighed_terms() {
@@ -217,7 +254,7 @@ mod tests {
         let exact = [false, true, false, false];
         let want = text_scores(&masks, &lens, &exact, 2);
         let mean = lens.iter().sum::<f64>() / 4.0;
-        let weights = term_weights(4.0, &[3.0, 2.0]);
+        let weights = [idf(4.0, 3.0), idf(4.0, 2.0)];
         let got = scores(&masks, &lens, &exact, &weights, mean);
         for (a, b) in want.iter().zip(&got) {
             assert!((a - b).abs() < 1e-12, "{want:?} vs {got:?}");
