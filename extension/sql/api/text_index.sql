@@ -44,14 +44,16 @@ BEGIN
     UPDATE engram.text_sizes AS z SET docs = z.docs - 1, total_len = z.total_len - p_len
     WHERE z.owner = p_owner AND z.list = v_list;
     GET DIAGNOSTICS v_found = ROW_COUNT;
+    DELETE FROM engram.text_postings p WHERE p.owner = p_owner AND p.memory_id = p_id;
     IF v_found = 0 THEN
-        RETURN;  -- the owner's index went first (erase_owner)
+        -- no size row: the owner's index went first (erase_owner), its
+        -- frequencies with it; nothing to count down row after row
+        RETURN;
     END IF;
     DELETE FROM engram.text_sizes z WHERE z.owner = p_owner AND z.list = v_list AND z.docs <= 0;
     IF cardinality(v_lexemes) = 0 THEN
         RETURN;
     END IF;
-    DELETE FROM engram.text_postings p WHERE p.owner = p_owner AND p.memory_id = p_id;
     UPDATE engram.text_terms AS t SET df = t.df - 1
     WHERE t.owner = p_owner AND t.list = v_list AND t.lexeme = ANY (v_lexemes);
     DELETE FROM engram.text_terms t
