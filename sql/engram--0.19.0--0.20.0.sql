@@ -21,9 +21,8 @@ CREATE TABLE engram.text_postings (
     lexeme    text NOT NULL,
     len       integer NOT NULL,
     memory_id uuid NOT NULL,
-    PRIMARY KEY (owner, memory_id, lexeme)
+    PRIMARY KEY (owner, list, lexeme, len, memory_id)
 );
-CREATE INDEX text_postings_order ON engram.text_postings (owner, list, lexeme, len, memory_id);
 CREATE TABLE engram.text_terms (
     owner  text NOT NULL,
     list   bigint NOT NULL,

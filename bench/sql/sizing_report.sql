@@ -40,6 +40,7 @@ LEFT JOIN pg_am am ON am.oid = c.relam;
 SELECT format('| %s | %s | %s | %s |', grp, part, round(sum(grew)::numeric / :rows), string_agg(DISTINCT owner_table, ', '))
 FROM (SELECT CASE WHEN owner_table IN ('memories', 'revisions', 'audit_log') THEN owner_table
                   WHEN owner_table LIKE 'scope%' THEN 'scope lists'
+                  WHEN owner_table LIKE 'text\_%' THEN 'text index'
                   WHEN owner_table LIKE '%entit%' THEN 'entities'
                   ELSE 'other' END AS grp, part, grew, owner_table
       FROM sizing WHERE grew > 0) g

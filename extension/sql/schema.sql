@@ -466,8 +466,10 @@ ALTER TABLE engram.scope_sizes ENABLE ROW LEVEL SECURITY;
 -- of every row that holds a query word. Per owner and internal type (the
 -- list engram._list_key(internal_type, '')), over the active memories:
 --   * text_postings: one row per distinct lexeme of a memory's content_tsv,
---     with the content's length (octet_length), ordered for reading a
---     term's memories shortest first: with binary term frequency a
+--     with the content's length (octet_length), its key ordered for
+--     reading a term's memories shortest first (and for finding a memory's
+--     postings again from its lexemes and length; one index is all it
+--     needs): with binary term frequency a
 --     shorter memory holding a term scores higher for it, so a term's
 --     postings in that order are in falling score order, and the search
 --     stops reading once nothing further down can enter its top k;
@@ -482,9 +484,8 @@ CREATE TABLE engram.text_postings (
     lexeme    text NOT NULL,
     len       integer NOT NULL,
     memory_id uuid NOT NULL,
-    PRIMARY KEY (owner, memory_id, lexeme)
+    PRIMARY KEY (owner, list, lexeme, len, memory_id)
 );
-CREATE INDEX text_postings_order ON engram.text_postings (owner, list, lexeme, len, memory_id);
 CREATE TABLE engram.text_terms (
     owner  text NOT NULL,
     list   bigint NOT NULL,

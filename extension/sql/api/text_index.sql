@@ -44,7 +44,10 @@ BEGIN
     UPDATE engram.text_sizes AS z SET docs = z.docs - 1, total_len = z.total_len - p_len
     WHERE z.owner = p_owner AND z.list = v_list;
     GET DIAGNOSTICS v_found = ROW_COUNT;
-    DELETE FROM engram.text_postings p WHERE p.owner = p_owner AND p.memory_id = p_id;
+    -- (each posting by its whole key: the lexemes and length it was added with)
+    DELETE FROM engram.text_postings p
+    WHERE p.owner = p_owner AND p.list = v_list AND p.lexeme = ANY (v_lexemes) AND p.len = p_len
+      AND p.memory_id = p_id;
     IF v_found = 0 THEN
         -- no size row: the owner's index went first (erase_owner), its
         -- frequencies with it; nothing to count down row after row
