@@ -101,6 +101,18 @@ def texts(d, css):
     return [e.text for e in d.find_elements(By.CSS_SELECTOR, css)]
 
 
+def click(d, css, index=0):
+    """Clicks the index-th element of `css`, found again if the list
+    re-renders between finding and clicking (a stale element: retried)."""
+    def attempt(d):
+        found = d.find_elements(By.CSS_SELECTOR, css)
+        if len(found) <= index:
+            return False
+        found[index].click()
+        return True
+    wait(d, attempt)
+
+
 def listed(d):
     """The memory list once it is shown for the current address."""
     wait(d, lambda d: d.execute_script(
@@ -455,7 +467,7 @@ async def test_workspaces_sessions_and_captured_events(browser, site):
     screenshot(d, "workspaces.png", d.find_element(By.ID, "workspace-name"), state)
 
     # the session's captured events, oldest first
-    d.find_element(By.CSS_SELECTOR, "#workspace-sessions .session-link").click()
+    click(d, "#workspace-sessions .session-link")
     wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#session-events li")) == 4)
     assert d.current_url.endswith("#/session/launch-prep")
     events = wait(d, lambda d: texts(d, "#session-events li"))
@@ -475,7 +487,7 @@ async def test_workspaces_sessions_and_captured_events(browser, site):
     d.forward()
     wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#session-events li a.open")) == 4)
     # an event is a memory: its detail links back to its session
-    d.find_elements(By.CSS_SELECTOR, "#session-events li a.open")[3].click()
+    click(d, "#session-events li a.open", 3)
     wait(d, lambda d: d.find_element(By.ID, "detail-content").text == "The contact form works again")
     d.find_element(By.CSS_SELECTOR, "#fields .field-session_id a").click()
     wait(d, lambda d: d.current_url.endswith("#/session/launch-prep")
