@@ -73,6 +73,42 @@ IMMUTABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_text_rank_wrapper';
 
+CREATE FUNCTION engram."_best_hits"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"sims" double precision[], /* :: std :: option :: Option < Vec < Option < f64 > > > */
+	"texts" real[], /* :: std :: option :: Option < Vec < Option < f32 > > > */
+	"in_window" bool[], /* :: std :: option :: Option < Vec < Option < bool > > > */
+	"trusts" real[], /* :: std :: option :: Option < Vec < Option < f32 > > > */
+	"stales" real[], /* :: std :: option :: Option < Vec < Option < f32 > > > */
+	"has_text" bool, /* bool */
+	"has_embedding" bool, /* bool */
+	"min_similarity" real, /* Option < f32 > */
+	"staleness_weight" real, /* f32 */
+	"k" INT /* i32 */
+) RETURNS TABLE (
+	"pos" INT,  /* i32 */
+	"score" real  /* f32 */
+)
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_best_hits_wrapper';
+
+CREATE FUNCTION engram."_limit"(
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_limit_wrapper';
+
+-- Gone: the rank fusion of 0.13.0 and earlier (this library answers those
+-- names with what to run), and the per-row helpers that engram-core's
+-- ranking replaced in one call a search.
+DROP FUNCTION engram._fused_relevance(bigint, bigint);
+DROP FUNCTION engram._weighted_fusion(bigint, bigint, boolean);
+DROP FUNCTION engram._text_relevance(real);
+DROP FUNCTION engram._hybrid_relevance(real, real);
+DROP FUNCTION engram._window_boosted(real, boolean);
+
 SELECT engram._install_api('0.20.0');
 
 -- The text index of every owner, from the stored memories (one statement

@@ -2,6 +2,7 @@
 //! engram's own callers fill them from the engram.* GUCs).
 
 use crate::errors::raise;
+use engram_core::ranking::{self, Candidate, Query};
 use engram_core::scoring::{self, AuthorType};
 use engram_core::{search, text_rank, Error};
 use pgrx::prelude::*;
@@ -49,25 +50,87 @@ fn rank_score(relevance: f32, trust: f32, staleness: f32, staleness_weight: defa
     ) as f32
 }
 
-/// Reciprocal-rank fusion with an equal full-text vote: the 0.3.0 API's
-/// call. Kept so that a 0.3.0 database keeps working between installing
-/// this library and `ALTER EXTENSION engram UPDATE`.
+/// The best `k` of a search's candidates, best first (engram-core
+/// `ranking::best`): per candidate its id (the order of equal scores),
+/// cosine similarity (NULL without one), text score (NULL when the text leg
+/// did not return it), whether it is in the query's time window, trust and
+/// staleness; `pos` is its 1-based position in those arrays. One call
+/// scores every candidate, where a per-row expression called three
+/// functions a row.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(immutable, parallel_safe)]
-fn _fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>) -> f32 {
-    search::fused_relevance(vector_rank, text_rank, 1.0) as f32
+fn _best_hits(
+    ids: Option<Vec<Option<pgrx::Uuid>>>,
+    sims: Option<Vec<Option<f64>>>,
+    texts: Option<Vec<Option<f32>>>,
+    in_window: Option<Vec<Option<bool>>>,
+    trusts: Option<Vec<Option<f32>>>,
+    stales: Option<Vec<Option<f32>>>,
+    has_text: bool,
+    has_embedding: bool,
+    min_similarity: Option<f32>,
+    staleness_weight: f32,
+    k: i32,
+) -> TableIterator<'static, (name!(pos, i32), name!(score, f32))> {
+    let ids = ids.unwrap_or_default();
+    let n = ids.len();
+    let (sims, texts) = (column(sims, n), column(texts, n));
+    let (in_window, trusts, stales) = (column(in_window, n), column(trusts, n), column(stales, n));
+    let candidates: Vec<Candidate> = (0..n)
+        .map(|i| Candidate {
+            similarity: sims[i],
+            text: texts[i],
+            in_window: in_window[i].unwrap_or(false),
+            trust: trusts[i].unwrap_or(0.0),
+            staleness: stales[i].unwrap_or(0.0),
+        })
+        .collect();
+    let keys: Vec<[u8; 16]> = ids.iter().map(|id| id.map_or([0; 16], |u| *u.as_bytes())).collect();
+    let query = Query {
+        text: has_text,
+        embedding: has_embedding,
+        min_similarity: f64::from(min_similarity.unwrap_or(0.0)),
+        staleness_weight,
+    };
+    let best = ranking::best(&candidates, &keys, &query, usize::try_from(k).unwrap_or(0));
+    TableIterator::new(best.into_iter().map(|(i, s)| (i as i32 + 1, s)))
 }
 
-/// Reciprocal-rank fusion of a vector rank and a full-text rank (NULL =
-/// absent); the full-text vote counts fully when the row matched an exact
-/// token of the query, else at engram-core's word-match weight.
-#[pg_extern(immutable, parallel_safe)]
-fn _weighted_fusion(vector_rank: Option<i64>, text_rank: Option<i64>, exact_match: Option<bool>) -> f32 {
-    let weight = if exact_match.unwrap_or(false) {
-        1.0
-    } else {
-        search::WORD_MATCH_WEIGHT
-    };
-    search::fused_relevance(vector_rank, text_rank, weight) as f32
+/// One of `_best_hits`'s per-candidate arrays, checked to hold `n` elements.
+fn column<T>(v: Option<Vec<Option<T>>>, n: usize) -> Vec<Option<T>> {
+    let v = v.unwrap_or_default();
+    if v.len() != n {
+        raise(Error::invalid(
+            "the candidate arrays of _best_hits differ in length",
+            "pass one element per candidate in each array",
+        ));
+    }
+    v
+}
+
+// The rank fusion that ranked search from 0.1.0 to 0.13.0 is gone; the
+// install scripts of those releases still create these functions from this
+// library, so each answers with what to run instead of a score.
+
+#[pg_extern(sql = false)]
+fn _fused_relevance(_vector_rank: Option<i64>, _text_rank: Option<i64>) -> f32 {
+    gone("_fused_relevance")
+}
+
+#[pg_extern(sql = false)]
+fn _weighted_fusion(_vector_rank: Option<i64>, _text_rank: Option<i64>, _exact_match: Option<bool>) -> f32 {
+    gone("_weighted_fusion")
+}
+
+#[pg_extern(sql = false)]
+fn _text_relevance(_ts_rank: f32) -> f32 {
+    gone("_text_relevance")
+}
+
+fn gone(function: &str) -> ! {
+    crate::upgrade::refuse(format!(
+        "engram.{function} ranked the search of engram 0.13.0 and earlier, and this library no longer has it"
+    ))
 }
 
 /// The exact tokens of a query (ticket ids, codes, numbers, acronyms).
@@ -193,7 +256,9 @@ fn _term_mask(send: &[u8], terms: Vec<Option<String>>) -> i64 {
 }
 
 /// Relevance of a hybrid match: mean of cosine similarity and text score.
-#[pg_extern(immutable, parallel_safe)]
+/// The search of 0.14.0 to 0.19.0 calls it; engram-core `ranking` scores
+/// this release's.
+#[pg_extern(sql = false)]
 fn _hybrid_relevance(similarity: Option<f32>, text: Option<f32>) -> f32 {
     search::hybrid_relevance(similarity.map(f64::from), text.map_or(0.0, f64::from)) as f32
 }
@@ -204,10 +269,16 @@ fn _max_query_terms() -> i32 {
     search::MAX_QUERY_TERMS as i32
 }
 
-/// Relevance of a text-only match from ts_rank_cd(…, 32).
+/// The limit `name` of engram-core `limits` (an unknown name is an
+/// error). IMMUTABLE: a plan folds it into a constant.
 #[pg_extern(immutable, parallel_safe, strict)]
-fn _text_relevance(ts_rank: f32) -> f32 {
-    search::text_relevance(f64::from(ts_rank)) as f32
+fn _limit(name: &str) -> i64 {
+    engram_core::limits::by_name(name).unwrap_or_else(|| {
+        raise(Error::invalid(
+            format!("engram has no limit named '{name}'"),
+            "name one of engram-core's limits (docs/SQL.md, Limits)",
+        ))
+    })
 }
 
 #[pg_extern(immutable, parallel_safe)]

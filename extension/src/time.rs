@@ -24,8 +24,9 @@ fn _time_window_bounds(query_text: &str, reference_epoch: f64, utc_offset_s: i32
 }
 
 /// A search hit's relevance with engram-core's window boost when the
-/// memory happened in the window the query names.
-#[pg_extern(immutable, parallel_safe, strict)]
+/// memory happened in the window the query names. The search of 0.13.0 to
+/// 0.19.0 calls it; engram-core `ranking` scores this release's.
+#[pg_extern(sql = false)]
 fn _window_boosted(relevance: f32, in_window: bool) -> f32 {
     engram_core::search::window_boosted(f64::from(relevance), in_window) as f32
 }

@@ -41,7 +41,7 @@ fn numbers(version: &str) -> Vec<u64> {
 }
 
 /// Raises `what` (55000) with what to run instead.
-fn refuse(what: String) -> ! {
+pub(crate) fn refuse(what: String) -> ! {
     let remedy = format!(
         "this library provides engram {LIBRARY_VERSION}, which loads only its own API; run ALTER EXTENSION engram \
          UPDATE (to {LIBRARY_VERSION}), or install the library of the version you want and restart PostgreSQL"

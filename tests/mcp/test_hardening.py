@@ -379,6 +379,11 @@ async def test_messages_use_the_tools_words_and_cap_echoes(server, tokens):
         assert err and "JSON object" in text and "::jsonb" not in text and "=>" not in text, text
         text, err = await call(s, "memory_remember", content="Alice lives forever", ttl_days=1e308)
         assert err and "ttl_days" in text and "interval" not in text, text
+        # a day over the database's limit is the adapter's own refusal too
+        text, err = await call(s, "memory_remember", content="Alice lives a century", ttl_days=36_501)
+        assert err and "ttl_days" in text and "36500" in text and "interval" not in text, text
+        r, err = await call(s, "memory_remember", content="Alice plants a century oak", ttl_days=36_500)
+        assert not err, r
         text, err = await call(s, "memory_remember", content="Alice's note\x00with a NUL")
         assert err and "NUL" in text and "0x00" not in text, text
         r, _ = await call(s, "memory_remember", content="Alice's note on the cursor test")

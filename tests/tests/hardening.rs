@@ -574,7 +574,8 @@ async fn hardening_bad_input_is_refused_with_a_remedy_and_changes_nothing() {
         ("huge number", "SELECT * FROM engram.remember(content => 'c', metadata => '{\"n\": 1e400}')".into(), "22023", "double"),
         ("huge number in update", format!("SELECT engram.update(id => '{id}', metadata => '{{\"n\": -1e301}}')"), "22023", "double"),
         ("deep tool input", format!("SELECT * FROM engram.capture(event_type => 'observation', content => 'c', session_id => 's', tool_input => '{deep}')"), "22023", "tool_input"),
-        ("huge ttl", "SELECT * FROM engram.remember(content => 'c', ttl => interval '178000000 years')".into(), "22023", "100 years"),
+        ("huge ttl", "SELECT * FROM engram.remember(content => 'c', ttl => interval '178000000 years')".into(), "22023", "36500 days"),
+        ("ttl a day over the limit", "SELECT * FROM engram.remember(content => 'c', ttl => interval '36501 days')".into(), "22023", "36500 days"),
         ("NULL importance", "SELECT * FROM engram.remember(content => 'c', importance => NULL)".into(), "22023", "between 0 and 1"),
         ("forged cursor value", "SELECT * FROM engram.list(after => 'v1.created_at.7a7a.6d0f3c1e-7a51-4d5e-9b0b-3c9f0c3f7a11')".into(), "22023", "next_cursor"),
         ("forged cursor order", "SELECT * FROM engram.list(order_by => 'importance', after => 'v1.importance.7a7a.6d0f3c1e-7a51-4d5e-9b0b-3c9f0c3f7a11')".into(), "22023", "next_cursor"),
@@ -599,6 +600,16 @@ async fn hardening_bad_input_is_refused_with_a_remedy_and_changes_nothing() {
             msg.len()
         );
         assert_eq!(snapshot(&db).await, before, "{what} changed something");
+    }
+    // the limit itself, and '100 years', are within it (a month counts as 30 days)
+    for ttl in ["36500 days", "100 years"] {
+        alice
+            .query(
+                &format!("SELECT * FROM engram.remember(content => 'a {ttl} note', ttl => interval '{ttl}')"),
+                &[],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("ttl {ttl}: {e:?}"));
     }
 
     // caller input is echoed at most 80 characters long

@@ -598,12 +598,26 @@ async fn upgrade_from_0_7_0_widens_every_key_to_the_owner_and_equals_a_fresh_ins
          SELECT engram.capture(owner => 'alice', event_type => 'observation', content => 'tests pass',
                                session_id => 's1', workspace => 'api');
          SELECT engram.publish(owner => 'alice', id => '{chess}', space => 'lobby');
-         SELECT count(*) FROM engram.search(owner => 'alice', query_text => 'zeppelin', query_embedding => '[0,0,1,0]', min_similarity => 0.99);
+         SELECT count(*) FROM engram.search(owner => 'alice', query_embedding => '[0,0,1,0]', min_similarity => 0.99);
          SELECT count(*) FROM engram.recall(owner => 'alice', id => '{tea}');
          SELECT engram.purge(older_than => interval '1 day');"
     ))
     .await
     .unwrap();
+    // 0.7.0's hybrid search fused ranks in functions this library no
+    // longer has: it answers with what to run.
+    let (code, msg) = sqlstate(
+        old.query(
+            "SELECT count(*) FROM engram.search(owner => 'alice', query_text => 'oolong', query_embedding => '[1,0,0,0]')",
+            &[],
+        )
+        .await,
+    );
+    assert_eq!(code, "55000", "{msg}");
+    assert!(
+        msg.contains("_weighted_fusion") && msg.contains("ALTER EXTENSION engram UPDATE"),
+        "{msg}"
+    );
     let token: String = old
         .query_one("SELECT engram.create_token(owner => 'alice', label => 'laptop')", &[])
         .await

@@ -432,10 +432,9 @@ pub(crate) fn shorten_conflicts(mut conflicts: Value) -> Value {
     conflicts
 }
 
-/// Longest ttl_days: a thousand years (beyond it Postgres' interval overflows).
-const MAX_TTL_DAYS: f64 = 365_000.0;
-
+/// ttl_days above 0 and within the database's limit (engram-core's).
 pub(super) fn check_ttl(ttl_days: Option<f64>) -> Result<(), String> {
+    const MAX_TTL_DAYS: f64 = engram_core::limits::MAX_TTL_DAYS as f64;
     match ttl_days {
         Some(d) if !(d.is_finite() && d > 0.0 && d <= MAX_TTL_DAYS) => Err(format!(
             "ttl_days must be a number of days above 0 and at most {MAX_TTL_DAYS}; leave it out to keep the memory \
@@ -1234,9 +1233,10 @@ mod tests {
             .unwrap_err()
             .contains("JSON object"));
         assert!(check_metadata(Some(&serde_json::json!({}))).is_ok());
-        for bad in [1e308, f64::NAN, -1.0, 0.0] {
+        // the database's limit, not a larger one of the adapter's own
+        for bad in [1e308, f64::NAN, -1.0, 0.0, 36_501.0] {
             assert!(check_ttl(Some(bad)).unwrap_err().contains("ttl_days"), "{bad}");
         }
-        assert!(check_ttl(Some(2.0)).is_ok() && check_ttl(None).is_ok());
+        assert!(check_ttl(Some(2.0)).is_ok() && check_ttl(Some(36_500.0)).is_ok() && check_ttl(None).is_ok());
     }
 }

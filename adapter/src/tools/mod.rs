@@ -233,9 +233,10 @@ const EVENT_TOOLS: [&str; 4] = [
     "memory_sessions",
 ];
 
-/// Limits checked before any text is embedded (the database checks them
-/// again): content as engram.remember, queries as engram.search.
-pub(crate) const MAX_CONTENT_BYTES: usize = 256 * 1024;
+/// Limits checked before any text is embedded (the database checks the
+/// same engram-core limits again): content as engram.remember, queries as
+/// engram.search.
+pub(crate) use engram_core::limits::{MAX_CONTENT_BYTES, MAX_QUERY_BYTES};
 /// What a search that found nothing says (MCP and /v1): better than noise.
 pub const NOTHING_RELEVANT: &str = "Nothing relevant: no memory shares a word with the query or comes close to it \
                                     in meaning.";
@@ -252,7 +253,6 @@ pub fn nothing_relevant(floor: bool) -> String {
         NOTHING_RELEVANT.to_string()
     }
 }
-pub(crate) const MAX_QUERY_BYTES: usize = 65_536;
 
 /// What a ghost conversation's core write tools answer (docs/SECURITY.md).
 const GHOST_WRITES: &str = "A ghost conversation writes only through memory_internal_create (the ghost's own \

@@ -388,9 +388,9 @@ fn dotted(namespace: Option<&str>) -> Option<Vec<String>> {
     })
 }
 
-/// A TTL in seconds (above 0, at most 100 years: the database's limit).
+/// A TTL in seconds (above 0, within the database's limit: engram-core's).
 fn check_ttl(ttl: Option<f64>) -> V1<()> {
-    const MAX: f64 = 36_500.0 * 86_400.0;
+    const MAX: f64 = engram_core::limits::MAX_TTL_DAYS as f64 * 86_400.0;
     match ttl {
         Some(t) if !(t.is_finite() && t > 0.0 && t <= MAX) => Err(Problem::bad_request(format!(
             "ttl must be a number of seconds above 0 and at most {MAX}; leave it out for a memory that does not expire"

@@ -1,9 +1,7 @@
 //! Search helpers: result-count clamping and hybrid (vector + full-text)
 //! relevance fusion.
 
-/// Default and bounds for `k`.
-pub const DEFAULT_K: i32 = 10;
-pub const MAX_K: i32 = 100;
+pub use crate::limits::{DEFAULT_K, MAX_K};
 
 /// The default relevance floor of a hybrid search: a hit that shares no
 /// word with the query is kept only at this cosine similarity or above.
@@ -13,47 +11,9 @@ pub const MAX_K: i32 = 100;
 /// docs/BENCHMARKS.md ("relevance floor") has the distribution.
 pub const DEFAULT_SIMILARITY_FLOOR: f64 = 0.15;
 
-// Reciprocal rank fusion, exact tokens and the word-match weight ranked
-// hybrid search from 0.3.0 to 0.13.0 and stay for the Rust functions those
-// releases' upgrade scripts create (`_fused_relevance`, `_weighted_fusion`,
-// `_exact_tokens`, `_text_relevance`); since 0.14.0 search fuses scores
-// ([`text_scores`], [`hybrid_relevance`]).
-
-/// Constant of reciprocal rank fusion; 60 is the value from Cormack et al.
-/// and what most hybrid search engines use.
-pub const RRF_K: f64 = 60.0;
-
 /// `k` clamped to 1..=100; NULL means 10.
 pub fn clamp_k(k: Option<i32>) -> i32 {
     k.unwrap_or(DEFAULT_K).clamp(1, MAX_K)
-}
-
-/// Weight of a full-text match made only of plain words (no exact token of
-/// the query) in [`fused_relevance`]. Plain words are what embeddings
-/// already capture, and `ts_rank_cd` has no notion of how rare a word is, so
-/// an equal vote let filler that shares common words with a question outrank
-/// the right memory: on tests/data/retrieval.json (a hand-written chat, the
-/// weight chosen from 1, 0.5, 0.25 and 0.1 on that same set) hybrid
-/// recall@10 was 0.73 at weight 1, below vectors alone (0.81), and 0.83 at 0.25.
-pub const WORD_MATCH_WEIGHT: f64 = 0.25;
-
-/// Reciprocal rank fusion of a vector rank and a full-text rank (1-based;
-/// `None` = not in that list), scaled so that rank 1 in both lists is 1.0.
-/// `text_weight` scales the full-text vote: 1 when the row matches an exact
-/// token of the query ([`exact_tokens`]), [`WORD_MATCH_WEIGHT`] otherwise.
-///
-/// Ranks, not raw scores, are fused because cosine similarity and ts_rank
-/// live on unrelated scales. A row found only by one list scores at most 0.5,
-/// so a rare exact token (an error code) that the embedding misses still
-/// outranks vector-only neighbours when it is also a weak vector match.
-pub fn fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>, text_weight: f64) -> f64 {
-    let part = |r: Option<i64>| r.filter(|r| *r >= 1).map_or(0.0, |r| 1.0 / (RRF_K + r as f64));
-    let w = if text_weight.is_finite() {
-        text_weight.clamp(0.0, 1.0)
-    } else {
-        1.0
-    };
-    (part(vector_rank) + w * part(text_rank)) * (RRF_K + 1.0) / 2.0
 }
 
 /// The tokens of a query that identify rather than describe: ticket ids,
@@ -64,7 +24,7 @@ pub fn fused_relevance(vector_rank: Option<i64>, text_rank: Option<i64>, text_we
 /// digit, an underscore, a capital after a lower-case letter (`camelCase`,
 /// `NullPointerException`), or two or more capitals and no lower-case
 /// letter. Rare plain words (`pgbouncer`) are not told apart by their
-/// shape: they get the word-match weight.
+/// shape.
 pub fn exact_tokens(text: &str) -> Vec<String> {
     let marks = |c: char| "-_./:#".contains(c);
     let mut out: Vec<String> = Vec::new();
@@ -86,16 +46,6 @@ pub fn exact_tokens(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// Maps `ts_rank_cd(..., 32)` (in [0, 1)) to a relevance for text-only search.
-/// Any match is worth at least 0.5 so that the composite score of a lexical
-/// hit stays on the same footing as a vector match.
-pub fn text_relevance(ts_rank: f64) -> f64 {
-    if !ts_rank.is_finite() || ts_rank <= 0.0 {
-        return 0.0;
-    }
-    0.5 + 0.5 * ts_rank.min(1.0)
 }
 
 /// BM25's constants (Robertson & Zaragoza, "The Probabilistic Relevance
@@ -360,35 +310,6 @@ mod tests {
     }
 
     #[test]
-    fn fusion_prefers_rows_in_both_lists() {
-        assert!((fused_relevance(Some(1), Some(1), 1.0) - 1.0).abs() < 1e-12);
-        assert!((fused_relevance(Some(1), None, 1.0) - 0.5).abs() < 1e-12);
-        assert_eq!(fused_relevance(None, None, 1.0), 0.0);
-        // an exact-token hit that is a weak vector match beats the best
-        // vector-only neighbour
-        assert!(fused_relevance(Some(40), Some(1), 1.0) > fused_relevance(Some(1), None, 1.0));
-        // rank order is preserved within one list
-        assert!(fused_relevance(Some(2), None, 1.0) < fused_relevance(Some(1), None, 1.0));
-    }
-
-    #[test]
-    fn word_matches_vote_less_than_exact_tokens() {
-        // filler at text rank 1 and vector rank 50 no longer beats the
-        // second-best vector match; an exact-token match still does
-        let filler = fused_relevance(Some(50), Some(1), WORD_MATCH_WEIGHT);
-        assert!(filler < fused_relevance(Some(2), None, WORD_MATCH_WEIGHT));
-        assert!(fused_relevance(Some(50), Some(1), 1.0) > fused_relevance(Some(2), None, 1.0));
-        assert_eq!(
-            fused_relevance(Some(1), Some(1), f64::NAN),
-            fused_relevance(Some(1), Some(1), 1.0)
-        );
-        assert_eq!(
-            fused_relevance(Some(1), Some(1), 7.0),
-            fused_relevance(Some(1), Some(1), 1.0)
-        );
-    }
-
-    #[test]
     fn exact_tokens_are_codes_numbers_and_acronyms() {
         assert_eq!(
             exact_tokens("Why did OPS-4521 fail with ERR_CONN_RESET (E1203) on v2.3, per the SLA?"),
@@ -402,12 +323,5 @@ mod tests {
         assert_eq!(exact_tokens("rows: 500, 500 again; x1"), vec!["500", "x1"]);
         assert_eq!(exact_tokens("--- __ .. A"), Vec::<String>::new());
         assert_eq!(exact_tokens("Ünïcode ÄÖ 2026-11-25"), vec!["ÄÖ", "2026-11-25"]);
-    }
-
-    #[test]
-    fn text_relevance_bounds() {
-        assert_eq!(text_relevance(0.0), 0.0);
-        assert!((text_relevance(0.2) - 0.6).abs() < 1e-12);
-        assert!(text_relevance(5.0) <= 1.0);
     }
 }

@@ -3,20 +3,8 @@
 
 use crate::error::{Error, Result, Sqlstate};
 
-/// Largest memory content accepted, in bytes (256 KiB). Memories are facts,
-/// events and procedures, not documents; the limit also keeps the full-text
-/// vector far below Postgres' 1 MiB tsvector limit.
-pub const MAX_CONTENT_BYTES: usize = 256 * 1024;
-/// Most tags on one memory.
-pub const MAX_TAGS: usize = 64;
-/// Longest tag, in bytes.
-pub const MAX_TAG_BYTES: usize = 256;
-/// Largest metadata document, in bytes of its JSON text.
-pub const MAX_METADATA_BYTES: usize = 64 * 1024;
-/// Largest embedding dimension (pgvector's HNSW limit for `vector`).
-pub const MAX_DIMS: i32 = 2000;
-/// Most ids in one consolidate/crystallize call.
-pub const MAX_MERGE_IDS: usize = 100;
+pub use crate::limits::{MAX_CONTENT_BYTES, MAX_DIMS, MAX_MERGE_IDS, MAX_METADATA_BYTES, MAX_TAGS, MAX_TAG_BYTES};
+
 /// Deepest nesting of arrays and objects in a JSON argument (metadata,
 /// tool input/output, preferences). Readers (the adapter's JSON decoder
 /// among them) recurse per level.

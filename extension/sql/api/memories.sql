@@ -180,13 +180,16 @@ $fn$;
 -- writes
 ---------------------------------------------------------------------------
 
--- A memory's time to live: positive and at most 100 years (NULL: kept
--- until forgotten), so that now() + ttl is always a timestamp.
+-- A memory's time to live: positive and at most engram-core's limit of
+-- 36,500 days (NULL: kept until forgotten), so that now() + ttl is always
+-- a timestamp. '100 years' is within it: Postgres compares a month as 30
+-- days.
 CREATE FUNCTION engram._check_ttl(p_ttl interval) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 BEGIN
-    IF p_ttl IS NOT NULL AND (p_ttl <= interval '0' OR p_ttl > interval '100 years') THEN
-        RAISE EXCEPTION 'ttl % is out of range; pass a positive interval of at most 100 years (36500 days), such as ''30 days'', or NULL to keep the memory', engram._echo(p_ttl::text)
+    IF p_ttl IS NOT NULL AND (p_ttl <= interval '0' OR p_ttl > make_interval(days => engram._limit('ttl_days')::integer)) THEN
+        RAISE EXCEPTION 'ttl % is out of range; pass a positive interval of at most % days, such as ''30 days'', or NULL to keep the memory',
+                        engram._echo(p_ttl::text), engram._limit('ttl_days')
             USING ERRCODE = '22023';
     END IF;
 END

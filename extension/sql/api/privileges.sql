@@ -57,10 +57,8 @@ REVOKE EXECUTE ON FUNCTION engram._install_api(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._entities(text, text[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._entity_key(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._time_window_bounds(text, double precision, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram._window_boosted(real, boolean) FROM PUBLIC;
 -- (and those of 0.14.0)
 REVOKE EXECUTE ON FUNCTION engram._text_scores(bigint[], double precision[], boolean[], integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram._hybrid_relevance(real, real) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._max_query_terms() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._term_mask(bytea, text[]) FROM PUBLIC;
 -- (and that of 0.19.0)
@@ -70,6 +68,8 @@ REVOKE EXECUTE ON FUNCTION engram._contradicted_by(text[], double precision[], r
 REVOKE EXECUTE ON FUNCTION engram._term_weights(bigint, bigint[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._text_rank(bigint[], double precision[], boolean[], double precision[], double precision) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._text_reads(double precision[], double precision[], double precision[], boolean[], real, boolean, integer, double precision) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._limit(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._best_hits(uuid[], double precision[], real[], boolean[], real[], real[], boolean, boolean, real, real, integer) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -98,7 +98,7 @@ BEGIN
     END IF;
     -- (a query is at most 64 KiB, engram.search checks; the reading needs
     -- no more than its start)
-    v_bounds := engram._time_window_bounds(left(time_window.query_text, 65536), extract(epoch FROM v_ref)::float8,
+    v_bounds := engram._time_window_bounds(left(time_window.query_text, engram._limit('query_bytes')::integer), extract(epoch FROM v_ref)::float8,
                                            extract(timezone FROM v_ref)::integer);
     IF v_bounds IS NULL THEN
         RETURN NULL;
@@ -162,14 +162,21 @@ DECLARE
     v_vdists float8[];
     v_lids   uuid[];
     v_lranks real[];
+    v_all    engram.search_hit[];
+    v_ids    uuid[];
+    v_sims   float8[];
+    v_texts  real[];
+    v_inwin  boolean[];
+    v_trusts real[];
+    v_stales real[];
 BEGIN
     IF p_embedding IS NULL AND v_text IS NULL THEN
         RAISE EXCEPTION 'search needs query_embedding, query_text or both'
             USING ERRCODE = '22004';
     END IF;
     PERFORM engram._check_vector(p_embedding, 'query_embedding');
-    IF p_text IS NOT NULL AND octet_length(p_text) > 65536 THEN
-        RAISE EXCEPTION 'query_text is % bytes; the limit is 65536', octet_length(p_text)
+    IF p_text IS NOT NULL AND octet_length(p_text) > engram._limit('query_bytes') THEN
+        RAISE EXCEPTION 'query_text is % bytes; the limit is %: pass a shorter query', octet_length(p_text), engram._limit('query_bytes')
             USING ERRCODE = '54000';
     END IF;
     -- Candidates per leg. Vector search ranks the k nearest by composite
@@ -184,46 +191,32 @@ BEGIN
         SELECT array_agg(c.id), array_agg(c.distance) INTO v_vids, v_vdists
         FROM engram._knn(s, p_embedding, v_pool) c;
     END IF;
-    IF v_text IS NULL THEN
-        -- Vector only: the k nearest, ranked by composite score.
-        SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
-                             x.trust_score, x.staleness_score, x.created_at, x.source,
-                             x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
-                         ORDER BY x.score DESC, x.id)
-        INTO v_hits
-        FROM (SELECT m.*, (1 - k.distance)::real AS sim,
-                     engram.rank_score(engram._window_boosted(greatest(1 - k.distance, 0)::real, coalesce(p_window @> m.occurred_at, false)),
-                                       m.trust_score, m.staleness_score, v_weight) AS score
-              FROM unnest(v_vids, v_vdists) AS k(id, distance)
-              JOIN engram._rows(s.owner, v_vids) m ON m.id = k.id
-              WHERE 1 - k.distance >= coalesce(p_min_similarity, 0)) x;
-    ELSE
-    SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
-    FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text), p_indexed) l;
-    WITH fused AS (
-        SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
-        FROM unnest(v_vids, v_vdists) AS v(id, distance)
-        FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id
-    ), scored AS (
-        SELECT m.id, m.content, m.kind, m.tags, m.metadata, f.rank AS text_score,
-               CASE WHEN p_embedding IS NOT NULL
-                    THEN (1 - coalesce(f.distance, m.embedding <=> p_embedding))::real END AS sim,
-               m.trust_score, m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to,
-               m.namespace, m.key, m.value
-        FROM fused f JOIN engram._rows(s.owner, v_vids || v_lids) m ON m.id = f.id
-    )
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
-                         x.trust_score, x.staleness_score, x.created_at, x.source,
-                         x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
-                     ORDER BY x.score DESC, x.id)
-    INTO v_hits
-    FROM (SELECT y.*, engram.rank_score(engram._window_boosted(y.relevance, coalesce(p_window @> y.occurred_at, false)),
-                                        y.trust_score, y.staleness_score, v_weight) AS score
-          FROM (SELECT z.*, CASE WHEN p_embedding IS NULL THEN z.text_score
-                                 ELSE engram._hybrid_relevance(z.sim, z.text_score) END AS relevance
-                FROM scored z) y
-          WHERE y.text_score IS NOT NULL OR y.sim IS NULL OR y.sim >= coalesce(p_min_similarity, 0)) x;
+    IF v_text IS NOT NULL THEN
+        SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
+        FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text), p_indexed) l;
     END IF;
+    -- Every candidate as a hit (score to come) and what its score needs;
+    -- then one call scores them all and picks the k best (engram-core
+    -- ranking). A row outside the text pool counts as no text match.
+    SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, c.sim::real, NULL, m.trust_score,
+                         m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to,
+                         m.namespace, m.key, m.value)::engram.search_hit),
+           array_agg(m.id), array_agg(c.sim), array_agg(c.rank), array_agg(coalesce(p_window @> m.occurred_at, false)),
+           array_agg(m.trust_score), array_agg(m.staleness_score)
+    INTO v_all, v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales
+    FROM (SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
+          FROM unnest(v_vids, v_vdists) AS v(id, distance)
+          FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id) f
+    JOIN engram._rows(s.owner, coalesce(v_vids, '{}') || coalesce(v_lids, '{}')) m ON m.id = f.id,
+    LATERAL (SELECT 1 - coalesce(f.distance, CASE WHEN p_embedding IS NOT NULL THEN m.embedding <=> p_embedding END)
+             AS sim, f.rank) c;
+    SELECT array_agg(ROW(h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, b.score, h.trust_score,
+                         h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
+                         h.namespace, h.key, h.value)::engram.search_hit ORDER BY b.pos_rank)
+    INTO v_hits
+    FROM engram._best_hits(v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales, v_text IS NOT NULL,
+                           p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, pos_rank)
+    JOIN unnest(v_all) WITH ORDINALITY AS h ON h.ordinality = b.pos;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
 $fn$;
@@ -254,6 +247,13 @@ DECLARE
     v_query  tsquery := engram._any_term_query(v_text);
     v_exact  tsquery := engram._exact_query(v_text);
     v_hits   engram.search_hit[];
+    v_all    engram.search_hit[];
+    v_ids    uuid[];
+    v_sims   float8[];
+    v_texts  real[];
+    v_inwin  boolean[];
+    v_trusts real[];
+    v_stales real[];
 BEGIN
     PERFORM engram._check_scope(s);
     v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
@@ -301,24 +301,26 @@ BEGIN
                CASE WHEN l.sim IS NOT NULL THEN row_number() OVER (ORDER BY l.sim IS NULL, l.sim DESC, l.id) END AS vr,
                CASE WHEN t.score IS NOT NULL THEN row_number() OVER (ORDER BY t.score IS NULL, t.score DESC, l.id) END AS lr
         FROM legs l LEFT JOIN tscore t ON t.id = l.id
-    ), scored AS (
+    ), pooled AS (
         -- the legs' pools, as _search's: the v_pool best of each
-        SELECT r.*,
-               CASE WHEN v_text IS NULL THEN r.sim
-                    WHEN p_embedding IS NULL THEN r.lrank
-                    ELSE engram._hybrid_relevance(r.sim, CASE WHEN r.lr <= v_pool THEN r.lrank END) END AS relevance
+        SELECT r.*, CASE WHEN r.lr <= v_pool THEN r.lrank END AS text_score
         FROM ranked r
-        WHERE (r.vr <= v_pool AND (r.lr <= v_pool OR r.sim >= coalesce(p_min_similarity, 0)))
-           OR (v_text IS NOT NULL AND r.lr <= v_pool)
+        WHERE r.vr <= v_pool OR (v_text IS NOT NULL AND r.lr <= v_pool)
     )
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, x.score,
-                         x.trust_score, x.staleness_score, x.created_at, x.source,
-                         x.occurred_at, x.valid_from, x.valid_to, x.namespace, x.key, x.value)::engram.search_hit
-                     ORDER BY x.score DESC, x.id)
+    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, NULL, x.trust_score,
+                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
+                         x.namespace, x.key, x.value)::engram.search_hit),
+           array_agg(x.id), array_agg(x.sim::float8), array_agg(x.text_score), array_agg(coalesce(p_window @> x.occurred_at, false)),
+           array_agg(x.trust_score), array_agg(x.staleness_score)
+    INTO v_all, v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales
+    FROM pooled x;
+    SELECT array_agg(ROW(h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, b.score, h.trust_score,
+                         h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
+                         h.namespace, h.key, h.value)::engram.search_hit ORDER BY b.pos_rank)
     INTO v_hits
-    FROM (SELECT y.*, engram.rank_score(engram._window_boosted(greatest(y.relevance, 0)::real, coalesce(p_window @> y.occurred_at, false)),
-                                        y.trust_score, y.staleness_score, v_weight) AS score
-          FROM scored y) x;
+    FROM engram._best_hits(v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales, v_text IS NOT NULL,
+                           p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, pos_rank)
+    JOIN unnest(v_all) WITH ORDINALITY AS h ON h.ordinality = b.pos;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
 $fn$;
