@@ -8,7 +8,6 @@
 
 use pgrx::prelude::*;
 
-mod binding;
 mod checks;
 mod conflict;
 mod context;
@@ -18,13 +17,12 @@ mod filter;
 mod gucs;
 mod images;
 mod lists;
-mod path_guard;
 mod policy;
-mod privilege;
 mod remote;
 mod restore;
 mod scope;
 mod scoring;
+mod security;
 mod time;
 mod upgrade;
 
@@ -33,8 +31,7 @@ mod upgrade;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
-    path_guard::init();
-    privilege::init();
+    security::init();
 }
 
 // Tables, indexes and the engram_agent role come first. The SQL API follows

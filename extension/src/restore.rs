@@ -1,10 +1,10 @@
 //! Restores (docs/BACKUP.md). A COPY ... FROM into one of engram's tables
 //! of an empty engram database is a restore's load: the utility hook
-//! (privilege.rs) calls `before_copy` ahead of each COPY and `after_copy`
+//! (security/hooks.rs) calls `before_copy` ahead of each COPY and `after_copy`
 //! once it has loaded its rows. What they decide is SQL
 //! (`engram._restore_begin`, `engram._restore_end`, sql/api/backup.sql).
 
-use crate::privilege;
+use crate::security;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -37,7 +37,7 @@ pub unsafe extern "C-unwind" fn before_copy(stmt: *mut pg_sys::Node) -> pg_sys::
         }
         relid
     };
-    if privilege::withheld_now().is_some() {
+    if security::withheld_now().is_some() {
         return pg_sys::InvalidOid;
     }
     // A database still on an earlier engram (not yet updated) has no

@@ -46,7 +46,7 @@ BEGIN
     END IF;
     IF v_bound IS NULL THEN
         -- A privileged session role whose privilege is withheld: say why
-        -- (extension/src/privilege.rs), not just "not bound".
+        -- (extension/src/security/hooks.rs), not just "not bound".
         v_withheld := engram._withheld_privilege();
         IF v_withheld IS NOT NULL THEN
             RAISE EXCEPTION 'engram does not lend the privileges of role % to this call: %', engram._caller_role(), v_withheld
@@ -64,7 +64,7 @@ BEGIN
 END
 $fn$;
 
--- engram._check_planted() (Rust, extension/src/path_guard.rs) refuses to
+-- engram._check_planted() (Rust, extension/src/security/path_guard.rs) refuses to
 -- run while a non-superuser can plant functions or operators in a schema
 -- on the elevated functions' search_path; every public function calls it
 -- first.

@@ -162,13 +162,6 @@ DECLARE
     v_vdists float8[];
     v_lids   uuid[];
     v_lranks real[];
-    v_all    engram.search_hit[];
-    v_ids    uuid[];
-    v_sims   float8[];
-    v_texts  real[];
-    v_inwin  boolean[];
-    v_trusts real[];
-    v_stales real[];
 BEGIN
     IF p_embedding IS NULL AND v_text IS NULL THEN
         RAISE EXCEPTION 'search needs query_embedding, query_text or both'
@@ -195,28 +188,30 @@ BEGIN
         SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
         FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text), p_indexed) l;
     END IF;
-    -- Every candidate as a hit (score to come) and what its score needs;
-    -- then one call scores them all and picks the k best (engram-core
-    -- ranking). A row outside the text pool counts as no text match.
-    SELECT array_agg(ROW(m.id, m.content, m.kind, m.tags, m.metadata, c.sim::real, NULL, m.trust_score,
-                         m.staleness_score, m.created_at, m.source, m.occurred_at, m.valid_from, m.valid_to,
-                         m.namespace, m.key, m.value)::engram.search_hit),
-           array_agg(m.id), array_agg(c.sim), array_agg(c.rank), array_agg(coalesce(p_window @> m.occurred_at, false)),
-           array_agg(m.trust_score), array_agg(m.staleness_score)
-    INTO v_all, v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales
-    FROM (SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
-          FROM unnest(v_vids, v_vdists) AS v(id, distance)
-          FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id) f
-    JOIN engram._rows(s.owner, coalesce(v_vids, '{}') || coalesce(v_lids, '{}')) m ON m.id = f.id,
-    LATERAL (SELECT 1 - coalesce(f.distance, CASE WHEN p_embedding IS NOT NULL THEN m.embedding <=> p_embedding END)
-             AS sim, f.rank) c;
-    SELECT array_agg(ROW(h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, b.score, h.trust_score,
-                         h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
-                         h.namespace, h.key, h.value)::engram.search_hit ORDER BY b.pos_rank)
+    -- Every candidate's row and what its score needs; one call scores them
+    -- all and picks the k best (engram-core ranking); only those become
+    -- hits. A row outside the text pool counts as no text match.
+    WITH c AS MATERIALIZED (
+        SELECT m.*, row_number() OVER () AS ord, f.rank,
+               1 - coalesce(f.distance, CASE WHEN p_embedding IS NOT NULL THEN m.embedding <=> p_embedding END) AS sim
+        FROM (SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
+              FROM unnest(v_vids, v_vdists) AS v(id, distance)
+              FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id) f
+        JOIN engram._rows(s.owner, coalesce(v_vids, '{}') || coalesce(v_lids, '{}')) m ON m.id = f.id
+    ), a AS (
+        SELECT array_agg(c.id ORDER BY c.ord) AS ids, array_agg(c.sim ORDER BY c.ord) AS sims,
+               array_agg(c.rank ORDER BY c.ord) AS texts,
+               array_agg(coalesce(p_window @> c.occurred_at, false) ORDER BY c.ord) AS inwin,
+               array_agg(c.trust_score ORDER BY c.ord) AS trusts, array_agg(c.staleness_score ORDER BY c.ord) AS stales
+        FROM c
+    )
+    SELECT array_agg(ROW(c.id, c.content, c.kind, c.tags, c.metadata, c.sim::real, b.score, c.trust_score,
+                         c.staleness_score, c.created_at, c.source, c.occurred_at, c.valid_from, c.valid_to,
+                         c.namespace, c.key, c.value)::engram.search_hit ORDER BY b.n)
     INTO v_hits
-    FROM engram._best_hits(v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales, v_text IS NOT NULL,
-                           p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, pos_rank)
-    JOIN unnest(v_all) WITH ORDINALITY AS h ON h.ordinality = b.pos;
+    FROM a, engram._best_hits(a.ids, a.sims, a.texts, a.inwin, a.trusts, a.stales, v_text IS NOT NULL,
+                              p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, n)
+    JOIN c ON c.ord = b.pos;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
 $fn$;
@@ -247,13 +242,6 @@ DECLARE
     v_query  tsquery := engram._any_term_query(v_text);
     v_exact  tsquery := engram._exact_query(v_text);
     v_hits   engram.search_hit[];
-    v_all    engram.search_hit[];
-    v_ids    uuid[];
-    v_sims   float8[];
-    v_texts  real[];
-    v_inwin  boolean[];
-    v_trusts real[];
-    v_stales real[];
 BEGIN
     PERFORM engram._check_scope(s);
     v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
@@ -301,26 +289,25 @@ BEGIN
                CASE WHEN l.sim IS NOT NULL THEN row_number() OVER (ORDER BY l.sim IS NULL, l.sim DESC, l.id) END AS vr,
                CASE WHEN t.score IS NOT NULL THEN row_number() OVER (ORDER BY t.score IS NULL, t.score DESC, l.id) END AS lr
         FROM legs l LEFT JOIN tscore t ON t.id = l.id
-    ), pooled AS (
+    ), c AS MATERIALIZED (
         -- the legs' pools, as _search's: the v_pool best of each
-        SELECT r.*, CASE WHEN r.lr <= v_pool THEN r.lrank END AS text_score
+        SELECT r.*, row_number() OVER () AS ord, CASE WHEN r.lr <= v_pool THEN r.lrank END AS text_score
         FROM ranked r
         WHERE r.vr <= v_pool OR (v_text IS NOT NULL AND r.lr <= v_pool)
+    ), a AS (
+        SELECT array_agg(c.id ORDER BY c.ord) AS ids, array_agg(c.sim::float8 ORDER BY c.ord) AS sims,
+               array_agg(c.text_score ORDER BY c.ord) AS texts,
+               array_agg(coalesce(p_window @> c.occurred_at, false) ORDER BY c.ord) AS inwin,
+               array_agg(c.trust_score ORDER BY c.ord) AS trusts, array_agg(c.staleness_score ORDER BY c.ord) AS stales
+        FROM c
     )
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.sim, NULL, x.trust_score,
-                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
-                         x.namespace, x.key, x.value)::engram.search_hit),
-           array_agg(x.id), array_agg(x.sim::float8), array_agg(x.text_score), array_agg(coalesce(p_window @> x.occurred_at, false)),
-           array_agg(x.trust_score), array_agg(x.staleness_score)
-    INTO v_all, v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales
-    FROM pooled x;
-    SELECT array_agg(ROW(h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, b.score, h.trust_score,
-                         h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
-                         h.namespace, h.key, h.value)::engram.search_hit ORDER BY b.pos_rank)
+    SELECT array_agg(ROW(c.id, c.content, c.kind, c.tags, c.metadata, c.sim, b.score, c.trust_score,
+                         c.staleness_score, c.created_at, c.source, c.occurred_at, c.valid_from, c.valid_to,
+                         c.namespace, c.key, c.value)::engram.search_hit ORDER BY b.n)
     INTO v_hits
-    FROM engram._best_hits(v_ids, v_sims, v_texts, v_inwin, v_trusts, v_stales, v_text IS NOT NULL,
-                           p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, pos_rank)
-    JOIN unnest(v_all) WITH ORDINALITY AS h ON h.ordinality = b.pos;
+    FROM a, engram._best_hits(a.ids, a.sims, a.texts, a.inwin, a.trusts, a.stales, v_text IS NOT NULL,
+                              p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, n)
+    JOIN c ON c.ord = b.pos;
     RETURN coalesce(v_hits[1:v_k], '{}');
 END
 $fn$;

@@ -331,7 +331,7 @@ $fn$;
 -- An operator, aggregate or cast names its function directly: evaluating
 -- it runs that function with no code of its creator in between, so one
 -- that an unprivileged role built on engram's functions would lend engram
--- the privileges of whoever evaluates it (extension/src/privilege.rs sees
+-- the privileges of whoever evaluates it (extension/src/security/hooks.rs sees
 -- no function or relation of that role). Refused when defined.
 --
 -- So would an expression that Postgres evaluates in the caller's
@@ -411,7 +411,7 @@ CREATE EVENT TRIGGER engram_borrowed_functions ON ddl_command_end
 
 -- Administrative functions (tokens, erasure, export/import, maintenance,
 -- configuration) run only for a privileged caller whose privilege is not
--- withheld (extension/src/privilege.rs): an EXECUTE grant alone does not
+-- withheld (extension/src/security/hooks.rs): an EXECUTE grant alone does not
 -- let code of another role that a DBA's statement runs (a trigger, a view,
 -- a column default) reach them.
 CREATE FUNCTION engram._require_privileged(p_action text) RETURNS void

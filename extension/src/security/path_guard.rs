@@ -14,8 +14,9 @@
 //! The check reads the catalogs (about 70 ms for a naive scan of pg_proc,
 //! under 1 ms written carefully), far too slow for every call. It runs again
 //! only after the catalogs it reads have changed: syscache invalidation
-//! callbacks on functions, operators, roles, memberships, schemas and
-//! databases bump a per-backend generation, and a clean result is
+//! callbacks on functions, operators, roles, memberships, schemas,
+//! databases and extensions start a new generation of the catalogs
+//! (catalog.rs, shared with the privilege hooks' memo), and a clean result is
 //! remembered for the generation it saw. Postgres delivers those
 //! invalidations to every backend (and to the same backend after each of its
 //! own commands), so a function planted anywhere is seen by the next call.
@@ -24,72 +25,11 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bumped by every relevant catalog invalidation in this backend.
-static GENERATION: AtomicU64 = AtomicU64::new(1);
-/// The generation the last clean check saw (0: never checked).
+use super::catalog;
+
+/// The generation of the catalogs (catalog.rs) the last clean check saw
+/// (0: never checked).
 static CHECKED: AtomicU64 = AtomicU64::new(0);
-
-unsafe extern "C-unwind" fn catalog_changed(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
-    GENERATION.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The first minor release of this major whose server has pg_extension's
-/// syscache: it was back-patched at the end of the cache list (to keep the
-/// ABI), so a server older than the headers engram was built against lacks
-/// it, and registering a callback on it there is a FATAL "invalid cache ID"
-/// in every backend. 15.17, 16.13 and 17.9 have it (read from their
-/// headers); an earlier minor that may also have it just goes without it.
-const FIRST_WITH_EXTENSION_CACHE: i32 = if cfg!(feature = "pg15") {
-    150017
-} else if cfg!(feature = "pg16") {
-    160013
-} else {
-    170009
-};
-
-/// The running server's version (server_version_num), which may be an older
-/// minor release than the headers this library was built against.
-fn running_server_version() -> i32 {
-    // SAFETY: reads a built-in GUC's value; the returned string is static.
-    let value = unsafe { pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false) };
-    if value.is_null() {
-        return 0;
-    }
-    // SAFETY: GetConfigOption returns a NUL-terminated string.
-    let text = unsafe { std::ffi::CStr::from_ptr(value) };
-    text.to_str().ok().and_then(|t| t.parse().ok()).unwrap_or(0)
-}
-
-pub fn init() {
-    use pg_sys::SysCacheIdentifier as Cache;
-    let mut caches = vec![
-        Cache::PROCOID,
-        Cache::OPEROID,
-        Cache::AUTHOID,
-        Cache::AUTHMEMROLEMEM,
-        Cache::NAMESPACEOID,
-        Cache::DATABASEOID,
-    ];
-    // pg_extension's cache (17 names it with a Z so that it sorts last).
-    // Without it, moving pgvector to another schema still changes its
-    // functions' and operators' rows, which the caches above watch.
-    if running_server_version() >= FIRST_WITH_EXTENSION_CACHE {
-        #[cfg(any(feature = "pg15", feature = "pg16"))]
-        caches.push(Cache::EXTENSIONOID);
-        #[cfg(feature = "pg17")]
-        caches.push(Cache::ZEXTENSIONOID);
-    }
-    for cache in caches {
-        // SAFETY: called once from _PG_init; the callback only touches an atomic.
-        unsafe {
-            pg_sys::CacheRegisterSyscacheCallback(
-                cache as std::ffi::c_int,
-                Some(catalog_changed),
-                pg_sys::Datum::from(0),
-            )
-        };
-    }
-}
 
 /// The first problem, as a message, or NULL. Fully qualified: a direct
 /// caller may have any search_path. "Can create" is read from ownership and
@@ -177,7 +117,7 @@ fn _check_planted() {
     // are applied here, before the generation is compared.
     // SAFETY: a plain call into Postgres within a transaction.
     unsafe { pg_sys::AcceptInvalidationMessages() };
-    let generation = GENERATION.load(Ordering::Relaxed);
+    let generation = catalog::generation();
     if CHECKED.load(Ordering::Relaxed) == generation {
         return;
     }
@@ -188,7 +128,7 @@ fn _check_planted() {
             format!("engram refuses to run: {problem}")
         );
     }
-    // An invalidation that arrived during the scan bumped GENERATION past
+    // An invalidation that arrived during the scan started a generation past
     // the value stored here, so the next call checks again.
     CHECKED.store(generation, Ordering::Relaxed);
 }

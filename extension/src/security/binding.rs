@@ -10,7 +10,8 @@
 //! Everyone else is *restricted*: bound only through `engram.bind(token)`,
 //! acting only for the bound owner.
 
-use crate::{gucs, privilege};
+use super::{catalog, frames, reasons};
+use crate::gucs;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -63,21 +64,21 @@ fn outer_role() -> pg_sys::Oid {
 
 /// Whether the calling role may set `engram.owner` directly: the session's
 /// role is privileged and no code of an unprivileged role is running under
-/// it (see privilege.rs).
+/// it (see hooks.rs).
 #[pg_extern(volatile, parallel_safe)]
 fn _caller_privileged() -> bool {
     // A parallel worker does not see the leader's frames and marks.
     // SAFETY: reads a backend global.
     let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
-    !worker && privilege::role_privileged(outer_role()) && privilege::withheld().is_none()
+    !worker && catalog::role_privileged(outer_role()) && reasons::withheld().is_none()
 }
 
 /// Why a privileged session role's call is treated as a restricted one right
 /// now (for the error message), or NULL.
 #[pg_extern(volatile, parallel_safe)]
 fn _withheld_privilege() -> Option<String> {
-    if privilege::role_privileged(outer_role()) {
-        privilege::withheld()
+    if catalog::role_privileged(outer_role()) {
+        reasons::withheld()
     } else {
         None
     }
@@ -98,8 +99,8 @@ fn _caller_role() -> String {
 
 /// Whether the library was loaded before any statement of this backend
 /// (shared_preload_libraries or session_preload_libraries), so that its
-/// hooks saw everything that ran (privilege.rs, restore.rs).
+/// hooks saw everything that ran (hooks.rs, restore.rs).
 #[pg_extern(volatile, parallel_safe)]
 fn _preloaded() -> bool {
-    privilege::preloaded()
+    frames::preloaded()
 }
