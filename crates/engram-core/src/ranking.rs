@@ -43,16 +43,23 @@ pub struct Query {
     pub staleness_weight: f32,
 }
 
+/// `a >= b` as Postgres compares floats: NaN equals NaN and is above
+/// every other value (a zero-length embedding's similarity, a NaN
+/// `min_similarity`).
+fn pg_ge(a: f64, b: f64) -> bool {
+    a.is_nan() || (!b.is_nan() && a >= b)
+}
+
 /// The candidate's relevance before trust, staleness and the window boost;
 /// `None` when it is left out.
 fn relevance(c: &Candidate, q: &Query) -> Option<f32> {
     if !q.text {
         // vector only: a row without a similarity cannot rank
         let sim = c.similarity?;
-        return (sim >= q.min_similarity).then(|| sim.max(0.0) as f32);
+        return pg_ge(sim, q.min_similarity).then(|| sim.max(0.0) as f32);
     }
     let sim = c.similarity.map(|s| s as f32);
-    if c.text.is_none() && sim.is_some_and(|s| f64::from(s) < q.min_similarity) {
+    if c.text.is_none() && sim.is_some_and(|s| !pg_ge(f64::from(s), q.min_similarity)) {
         return None;
     }
     if !q.embedding {
@@ -129,6 +136,20 @@ mod tests {
         assert!((s - 0.5).abs() < 1e-6, "{s}");
         // a stored memory without an embedding, found by its words
         assert_eq!(score(&cand(None, Some(0.6)), &HYBRID), Some(0.3));
+    }
+
+    #[test]
+    fn nan_compares_as_postgres_compares_it() {
+        // a NaN floor keeps text matches only, as `sim >= 'NaN'` does in SQL
+        let q = Query {
+            min_similarity: f64::NAN,
+            ..HYBRID
+        };
+        assert_eq!(score(&cand(Some(0.9), None), &q), None);
+        assert!(score(&cand(Some(0.9), Some(0.5)), &q).is_some());
+        // a NaN similarity passes any floor and counts as no relevance
+        let v = Query { text: false, ..HYBRID };
+        assert_eq!(score(&cand(Some(f64::NAN), None), &v), Some(0.0));
     }
 
     #[test]
