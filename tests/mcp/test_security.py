@@ -47,6 +47,13 @@ async def test_a_ghost_conversation_shows_what_the_ghost_may_show(server, tokens
         assert not err
         seen = {h["id"] for h in r["results"]}
         assert seen == {ids[1], ids[3]}, "trust 3 shows levels 1 and 3 only, never frank's own memories"
+        assert r["time_window"] is None
+        # a ghost's answer says which time its query named, with hits and without
+        r, err = await call(s, "memory_search", query="lighthouse photos from yesterday", limit=20)
+        assert not err and r["time_window"]["start"] < r["time_window"]["end"], r
+        r, err = await call(s, "memory_search", query="zeppelin airships yesterday", limit=20)
+        assert not err and r["time_window"]["start"] < r["time_window"]["end"], r
+        assert {h["id"] for h in r["results"]} <= {ids[1], ids[3]}
         r, _ = await call(s, "memory_list")
         assert {m["id"] for m in r["memories"]} == {ids[1], ids[3]}
         r, err = await call(s, "memory_recall", id=ids[3])

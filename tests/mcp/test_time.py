@@ -75,6 +75,11 @@ async def test_search_reads_the_time_its_query_names(server, owners):
         assert r["results"][0]["occurred_at"].startswith("2026-05-06")
         r, _ = await call(s, "memory_search", query="billing export")
         assert r["time_window"] is None
+        # an answer without hits still says which time the query named
+        r, err = await call(s, "memory_search", query="zeppelin airships last week",
+                            reference_time="2026-05-14T10:00:00Z", min_similarity=0.99)
+        assert not err and r["results"] == [], r
+        assert r["time_window"]["start"].startswith("2026-05-04") and r["time_window"]["end"].startswith("2026-05-11")
         # a captured event of a past conversation keeps its time
         r, err = await call(s, "memory_capture", event_type="conversation", content="Asked about Parquet readers",
                             session_id="billing-2026-05-06",

@@ -593,11 +593,25 @@ impl EngramServer {
         let group_by = f.group_by;
         check_opt("entity", entity.as_deref(), 200)?;
         let embedding = self.embed(c, query).await?;
-        // The window is read once more by the database, with the session's time zone; the
-        // answer carries the one the search used.
+        // One statement: the hits, each with the window the search read from the query (with
+        // the session's time zone); when there are none, one row without an id carrying the
+        // window alone (engram.time_window, evaluated only then), so that an empty answer
+        // still says which time it read.
         const COLUMNS: &str = "id::text, content, kind, tags, score, similarity, to_jsonb(occurred_at) #>> '{}', to_jsonb(valid_from) #>> '{}',
                                to_jsonb(valid_to) #>> '{}', metadata, session";
-        let (rows, window) = match (i, ghost(c)) {
+        const WINDOW: &str =
+            "to_jsonb(lower(time_window)) #>> '{}', to_jsonb(upper(time_window)) #>> '{}', time_window IS NOT NULL";
+        let with_window = |hits: &str, window: &str| {
+            format!(
+                "WITH h AS MATERIALIZED ({hits})
+                 SELECT * FROM h
+                 UNION ALL
+                 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {WINDOW}
+                 FROM (SELECT {window} AS time_window) w
+                 WHERE NOT EXISTS (SELECT 1 FROM h) AND w.time_window IS NOT NULL"
+            )
+        };
+        let rows = match (i, ghost(c)) {
             // Core reads in a ghost conversation: what the ghost may show, as it is now.
             (None, Some((ghost_type, ghost_id))) => {
                 if valid_at.is_some() || known_at.is_some() || entity.is_some() {
@@ -610,38 +624,46 @@ impl EngramServer {
                             .into(),
                     );
                 }
-                let rows = self
-                    .shared
+                let sql = with_window(
+                    &format!(
+                        "SELECT {COLUMNS}, {WINDOW}
+                         FROM (SELECT g.*, NULL::text AS session FROM engram.ghost_search(ghost_type => $1, ghost_id => $2,
+                             query_embedding => $3, query_text => $4, k => $5, kinds => $6, tags_all => $7) g) g,
+                         engram.time_window($4, now()) time_window"
+                    ),
+                    "engram.time_window($4, now())",
+                );
+                self.shared
                     .db
                     .call(
                         c,
-                        &format!(
-                            "SELECT {COLUMNS}, NULL::text, NULL::text, false
-                             FROM (SELECT g.*, NULL::text AS session FROM engram.ghost_search(ghost_type => $1, ghost_id => $2, query_embedding => $3,
-                                 query_text => $4, k => $5, kinds => $6, tags_all => $7) g) g"
-                        ),
+                        &sql,
                         &[&ghost_type, &ghost_id, &embedding, &query, &limit, &kinds, &tags],
                     )
-                    .await;
-                (rows, self.time_window(c, query, None, None).await?)
+                    .await
             }
             _ => {
                 let internal_type = i.map(|i| i.internal_type.clone());
                 let scope = i.map(|i| i.scope.clone());
-                let rows = self
-                    .shared
+                // the reference engram.search reads the window against: reference_time, else
+                // known_at when past, else now
+                let sql = with_window(
+                    &format!(
+                        "SELECT {COLUMNS}, {WINDOW}
+                         FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
+                             tags_all => $5, internal_type => $6, scope_tags => $7,
+                             valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
+                             reference_time => $10::text::timestamptz, entity => $11::text,
+                             min_similarity => $12::real, filter => $13::jsonb,
+                             namespace_prefix => $14::text[], group_by => $15::text)"
+                    ),
+                    "engram.time_window($2, coalesce($10::text::timestamptz, least($9::text::timestamptz, now()), now()))",
+                );
+                self.shared
                     .db
                     .call(
                         c,
-                        &format!(
-                            "SELECT {COLUMNS}, to_jsonb(lower(time_window)) #>> '{{}}', to_jsonb(upper(time_window)) #>> '{{}}', time_window IS NOT NULL
-                             FROM engram.search(query_embedding => $1, query_text => $2, k => $3, kinds => $4,
-                                 tags_all => $5, internal_type => $6, scope_tags => $7,
-                                 valid_at => $8::text::timestamptz, known_at => $9::text::timestamptz,
-                                 reference_time => $10::text::timestamptz, entity => $11::text,
-                                 min_similarity => $12::real, filter => $13::jsonb,
-                                 namespace_prefix => $14::text[], group_by => $15::text)"
-                        ),
+                        &sql,
                         &[
                             &embedding,
                             &query,
@@ -660,25 +682,19 @@ impl EngramServer {
                             &group_by,
                         ],
                     )
-                    .await;
-                // A search that found nothing still says which window it read.
-                let window = if rows.as_ref().is_ok_and(|r| r.is_empty()) {
-                    self.time_window(c, query, reference_time.as_deref(), known_at.as_deref())
-                        .await?
-                } else {
-                    None
-                };
-                (rows, window)
+                    .await
             }
         };
-        let rows = rows.map_err(|e| db_error(e, None))?;
+        let mut rows = rows.map_err(|e| db_error(e, None))?;
         let time_window = match rows.first() {
             Some(r) if r.col::<bool>(13)? => Some(TimeWindow {
                 start: r.col(11)?,
                 end: r.col(12)?,
             }),
-            _ => window,
+            _ => None,
         };
+        // the window's own row is no hit
+        rows.retain(|r| r.col::<Option<String>>(0).is_ok_and(|id| id.is_some()));
         let hits = rows
             .iter()
             .map(|r| {
@@ -699,37 +715,6 @@ impl EngramServer {
             })
             .collect::<Result<_, String>>()?;
         Ok(Found { hits, time_window })
-    }
-
-    /// The window engram.search reads from `query` (its reference: reference_time, else known_at
-    /// when past, else now), for the answers that do not carry it: none found, a ghost's.
-    async fn time_window(
-        &self,
-        c: &Caller,
-        query: &str,
-        reference_time: Option<&str>,
-        known_at: Option<&str>,
-    ) -> Result<Option<TimeWindow>, String> {
-        let rows = self
-            .shared
-            .db
-            .call(
-                c,
-                "SELECT to_jsonb(lower(w)) #>> '{}', to_jsonb(upper(w)) #>> '{}' FROM engram.time_window($1,
-                     coalesce($2::text::timestamptz, least($3::text::timestamptz, now()), now())) w
-                 WHERE w IS NOT NULL",
-                &[&query, &reference_time, &known_at],
-            )
-            .await
-            .map_err(|e| db_error(e, None))?;
-        rows.first()
-            .map(|r| {
-                Ok(TimeWindow {
-                    start: r.col(0)?,
-                    end: r.col(1)?,
-                })
-            })
-            .transpose()
     }
 
     pub(super) async fn recall_in(&self, c: &Caller, id: &str) -> Result<Memory, String> {
