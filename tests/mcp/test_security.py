@@ -102,7 +102,10 @@ async def test_spaces_over_mcp(server, tokens, database):
         assert r == {"id": ferry, "unpublished": True}
     async with mcp_session(server, tokens["platform"], **space) as s:
         r, _ = await call(s, "memory_search", query="harbour", limit=20)
-        assert r["results"] == []
+        assert r["results"] == [] and r["time_window"] is None
+        # a ghost's empty answer still says which time its query named
+        r, err = await call(s, "memory_search", query="harbour ferry yesterday", limit=20)
+        assert not err and r["results"] == [] and r["time_window"]["start"] < r["time_window"]["end"], r
 
 
 async def test_tools_groups_are_enforced_at_call_time(database, tokens):
