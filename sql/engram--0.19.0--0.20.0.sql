@@ -121,7 +121,11 @@ DECLARE
     v_owner text;
 BEGIN
     IF to_regprocedure('engram._rebuild_text_index(text)') IS NULL THEN
-        RETURN;  -- an intermediate hop: the chain's last hop builds it
+        -- an intermediate hop: the chain's last hop builds it (engram's
+        -- _install_api, after the API, when this transaction-local
+        -- setting says so)
+        PERFORM pg_catalog.set_config('engram_upgrade.text_index', 'true', true);
+        RETURN;
     END IF;
     IF NOT engram._is_distributed() THEN
         FOR v_owner IN SELECT DISTINCT m.owner FROM engram.memories m ORDER BY 1 LOOP

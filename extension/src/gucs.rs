@@ -357,3 +357,13 @@ pub fn image_max_bytes() -> usize {
 fn _setting_image_max_bytes() -> i32 {
     IMAGE_MAX_BYTES.get()
 }
+
+/// The settings that choose a k-nearest search's plan (engram._knn).
+pub fn search_plan_settings() -> engram_core::search_plan::Settings {
+    engram_core::search_plan::Settings {
+        list_search_rows: i64::from(LIST_SEARCH_ROWS.get()),
+        exact_search_rows: f64::from(EXACT_SEARCH_ROWS.get()),
+        min_selectivity: HNSW_MIN_SELECTIVITY.get(),
+        ef_floor: HNSW_EF_SEARCH.get(),
+    }
+}

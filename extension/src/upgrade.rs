@@ -127,20 +127,38 @@ const BEFORE_API: &str = "DO $$ BEGIN
     END IF;
 END $$";
 
-/// After it: at the end of a chain of hops that began at 0.9.0 or older
-/// (the 0.10.0 -> 0.11.0 hop found its previous API missing and set
-/// engram_upgrade.chain, a transaction-local setting, for the rest of the
-/// ALTER EXTENSION), the hops before never loaded their API, so their
-/// rebuilds never ran: the scope lists are empty and usage uncounted. The
-/// last hop, the one that loads this API, does both (the lists on a single
-/// node; a distributed database: docs/SCALING.md, "Upgrades"). (Hops up to
-/// 0.12.0 did it in their own scripts.)
-const AFTER_API: &str = "DO $$ BEGIN
+/// After it, the rebuilds that the chain's earlier hops left to the last
+/// (transaction-local settings, set by a hop whose API did not load, last
+/// for the whole ALTER EXTENSION):
+/// * `engram_upgrade.chain` (a chain from 0.9.0 or older; the 0.10.0 ->
+///   0.11.0 hop found its previous API missing): the scope lists and the
+///   text index are empty and usage uncounted; on a single node they are
+///   rebuilt (a distributed database: docs/SCALING.md, "Upgrades");
+/// * `engram_upgrade.text_index` (the chain passed 0.19.0 -> 0.20.0): the
+///   text index is built from the stored memories, one statement per owner
+///   (on Citus engram.rebuild_lists() builds it after engram.distribute());
+/// * `engram_upgrade.reindex_entities` (the chain passed 0.18.0 -> 0.19.0):
+///   every memory's entities are indexed anew.
+///
+/// (Hops up to 0.12.0 did the first in their own scripts; the 0.20.0 hop
+/// did the other two when it was the last.)
+const AFTER_API: &str = "DO $$
+DECLARE
+    v_owner text;
+BEGIN
     IF coalesce(pg_catalog.current_setting('engram_upgrade.chain', true), '') = 'true' THEN
         IF NOT engram._is_distributed() THEN
             PERFORM engram.rebuild_lists();
         END IF;
         PERFORM engram.recount_usage();
+    ELSIF coalesce(pg_catalog.current_setting('engram_upgrade.text_index', true), '') = 'true'
+          AND NOT engram._is_distributed() THEN
+        FOR v_owner IN SELECT DISTINCT m.owner FROM engram.memories m ORDER BY 1 LOOP
+            PERFORM engram._rebuild_text_index(v_owner);
+        END LOOP;
+    END IF;
+    IF coalesce(pg_catalog.current_setting('engram_upgrade.reindex_entities', true), '') = 'true' THEN
+        PERFORM engram._reindex_entities();
     END IF;
 END $$";
 

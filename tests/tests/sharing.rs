@@ -226,6 +226,22 @@ async fn spaces_and_groups_show_what_was_published_there() {
     let _ = again;
     assert_eq!(ids(&bob, &space("lobby")).await, vec![a.level4]);
     assert!(ids(&bob, &space("other")).await.is_empty());
+    // the vector leg over a space's publications (no owner) finds it too,
+    // and only it, whether its plan is an exact scan or the HNSW walk
+    for walk in [false, true] {
+        let settings = if walk {
+            "SELECT set_config('engram.exact_search_rows', '0', false), set_config('engram.hnsw_min_selectivity', '0', false)"
+        } else {
+            "SELECT set_config('engram.exact_search_rows', '300', false)"
+        };
+        bob.query_one(settings, &[]).await.unwrap();
+        let by_vector = ids(
+            &bob,
+            "SELECT id FROM engram.ghost_search(ghost_type => 'space', ghost_id => 'lobby', query_embedding => '[1,0,0,0]', k => 50)",
+        )
+        .await;
+        assert_eq!(by_vector, vec![a.level4], "walk: {walk}");
+    }
     let listed = ids(
         &bob,
         "SELECT id FROM engram.ghost_list(ghost_type => 'space', ghost_id => 'lobby')",

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.19.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.20.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1477,4 +1477,81 @@ async fn upgrade_from_0_19_0_builds_the_text_index() {
     .await
     .unwrap();
     assert_eq!(count_on(&old, LIST_DRIFT).await, 0);
+}
+
+/// 0.20.0 -> 0.21.0: the k-nearest search moved from plpgsql to Rust. On
+/// the same data, every plan (the scope lists, an exact scan of a
+/// filtered scope, the HNSW walk) returns what
+/// 0.20.0 returned, in the same order; the conflict check of remember
+/// still finds its neighbours.
+#[tokio::test]
+async fn upgrade_from_0_20_0_searches_as_before() {
+    let (_name, old) = install("0.20.0").await;
+    old.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, kind, embedding)
+         SELECT 'carol', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 3)],
+                CASE WHEN n % 2 = 0 THEN 'semantic' ELSE 'episodic' END,
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector
+         FROM generate_series(1, 300) n;
+         SELECT engram.remember(owner => 'carol', content => 'carol prefers green tea', embedding => '[0.2, 0.9, 0.1, 0.4]');",
+    )
+    .await
+    .unwrap();
+    let searches = [
+        // the owner's list, then one tag's list
+        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+             query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7) WITH ORDINALITY AS s(id, n)",
+        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+             query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7, tags_all => ARRAY['t1']) WITH ORDINALITY AS s(id, n)",
+        // a kind and a tag: the planner's estimate, an exact scan
+        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+             query_embedding => '[-0.5, 0.1, 0.7, 1]', k => 5, kinds => ARRAY['episodic'], tags_any => ARRAY['t2'])
+             WITH ORDINALITY AS s(id, n)",
+        // lists never scanned, estimates never exact: the HNSW walk
+        "SELECT string_agg(id::text, ',' ORDER BY n) FROM (
+             SELECT set_config('engram.list_search_rows', '0', true), set_config('engram.exact_search_rows', '0', true),
+                    set_config('engram.hnsw_min_selectivity', '0', true)) g,
+             engram.search(owner => 'carol', query_embedding => '[0.9, -0.2, 0.3, 1]', k => 6) WITH ORDINALITY AS s(id, n)",
+    ];
+    let mut before = Vec::new();
+    for q in searches {
+        old.batch_execute("BEGIN").await.unwrap();
+        before.push(old.query_one(q, &[]).await.unwrap().get::<_, Option<String>>(0));
+        old.batch_execute("ROLLBACK").await.unwrap();
+    }
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    for (q, expected) in searches.iter().zip(&before) {
+        old.batch_execute("BEGIN").await.unwrap();
+        let after: Option<String> = old.query_one(*q, &[]).await.unwrap().get(0);
+        old.batch_execute("ROLLBACK").await.unwrap();
+        assert!(
+            expected.as_deref().is_some_and(|e| e.split(',').count() >= 5),
+            "{q}: {expected:?}"
+        );
+        assert_eq!(&after, expected, "{q}");
+    }
+    // the conflict check reads the nearest memories through the new plan
+    let outcome: String = old
+        .query_one(
+            "SELECT status FROM engram.remember(owner => 'carol', content => 'carol prefers black coffee',
+                                                embedding => '[0.2, 0.9, 0.1, 0.41]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(outcome, "conflict");
+    // _knn is a helper: not for PUBLIC
+    let callable: bool = old
+        .query_one(
+            "SELECT has_function_privilege('public', 'engram._knn(vector, integer, text, text[], text, text[], text[], text[], text,
+                 timestamptz, timestamptz, smallint, text, text, timestamptz, text[], jsonb)', 'EXECUTE')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!callable);
 }

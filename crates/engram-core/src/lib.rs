@@ -24,6 +24,7 @@ pub mod quant;
 pub mod ranking;
 pub mod scoring;
 pub mod search;
+pub mod search_plan;
 pub mod tags;
 pub mod text_rank;
 pub mod time_window;

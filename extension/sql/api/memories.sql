@@ -468,9 +468,9 @@ BEGIN
             SELECT m.id, m.content, (1 - k.distance)::real AS sim,
                    engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
             FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
-                  FROM engram._knn(ROW(v_owner, '{active}', remember.internal_type, '{semantic,procedural}',
-                                       nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_valid, NULL, NULL)::engram.read_scope,
-                                   remember.embedding, 5) n) near,
+                  FROM engram._knn(remember.embedding, 5, v_owner, '{active}', remember.internal_type,
+                                   '{semantic,procedural}', nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL,
+                                   NULL, v_valid, NULL, NULL) n) near,
                  unnest(near.ids, near.dists) AS k(id, distance),
                  engram._rows(v_owner, near.ids) m
             WHERE m.id = k.id

@@ -70,6 +70,10 @@ REVOKE EXECUTE ON FUNCTION engram._text_rank(bigint[], double precision[], boole
 REVOKE EXECUTE ON FUNCTION engram._text_reads(double precision[], double precision[], double precision[], boolean[], real, boolean, integer, double precision) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._limit(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._best_hits(uuid[], double precision[], real[], boolean[], real[], real[], boolean, boolean, real, real, integer) FROM PUBLIC;
+-- (and those of 0.21.0)
+REVOKE EXECUTE ON FUNCTION engram._knn(vector, integer, text, text[], text, text[], text[], text[], text, timestamptz,
+                                       timestamptz, smallint, text, text, timestamptz, text[], jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._scope_filter(boolean) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -182,7 +182,9 @@ BEGIN
     -- statement never joins a candidate function to the table (Citus).
     IF p_embedding IS NOT NULL THEN
         SELECT array_agg(c.id), array_agg(c.distance) INTO v_vids, v_vdists
-        FROM engram._knn(s, p_embedding, v_pool) c;
+        FROM engram._knn(p_embedding, v_pool, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
+                         s.session_id, s.created_after, s.created_before, s.max_level, s.space, s.group_id,
+                         s.valid_at, s.namespace_prefix, s.filter) c;
     END IF;
     IF v_text IS NOT NULL THEN
         SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks

@@ -1,0 +1,106 @@
+//! Arguments passed through to SQL as they came: a pgvector `vector` and a
+//! `jsonb`, kept as the caller's datums (decoding a jsonb into Rust and
+//! back would cost a parse and could change its numbers).
+
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::pg_sys;
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
+use pgrx::{FromDatum, IntoDatum};
+
+macro_rules! raw_type {
+    ($name:ident, $sql:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            datum: pg_sys::Datum,
+            oid: pg_sys::Oid,
+        }
+
+        impl $name {
+            /// The type the caller passed the value as.
+            pub fn oid(&self) -> pg_sys::Oid {
+                self.oid
+            }
+        }
+
+        impl FromDatum for $name {
+            const GET_TYPOID: bool = true;
+
+            unsafe fn from_datum(datum: pg_sys::Datum, is_null: bool) -> Option<Self> {
+                // Without the call's types: only reached for a jsonb, whose
+                // oid is fixed.
+                unsafe { Self::from_polymorphic_datum(datum, is_null, pg_sys::JSONBOID) }
+            }
+
+            unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, oid: pg_sys::Oid) -> Option<Self> {
+                if is_null {
+                    None
+                } else {
+                    Some(Self { datum, oid })
+                }
+            }
+        }
+
+        impl IntoDatum for $name {
+            fn into_datum(self) -> Option<pg_sys::Datum> {
+                Some(self.datum)
+            }
+
+            fn type_oid() -> pg_sys::Oid {
+                pg_sys::InvalidOid
+            }
+        }
+
+        // SAFETY: the datum is read as FromDatum reads it, with the
+        // argument's type from the call expression.
+        unsafe impl<'fcx> ArgAbi<'fcx> for $name {
+            unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+                let index = arg.index();
+                unsafe { arg.unbox_arg_using_from_datum() }
+                    .unwrap_or_else(|| panic!("argument {index} must not be null"))
+            }
+        }
+
+        // SAFETY: the SQL type is the literal named.
+        unsafe impl SqlTranslatable for $name {
+            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($name);
+            const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal($sql));
+            const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal($sql)));
+        }
+    };
+}
+
+raw_type!(RawVector, "vector", "A pgvector `vector` argument.");
+raw_type!(RawJsonb, "jsonb", "A `jsonb` argument.");
+
+impl RawVector {
+    /// The vector's values. pgvector stores a vector as a varlena of
+    /// `int16 dim, int16 unused, float4 x[dim]`.
+    ///
+    /// # Safety
+    /// The datum must be a live `vector` (the call's argument).
+    pub unsafe fn values(&self) -> Vec<f32> {
+        unsafe {
+            let ptr = pg_sys::pg_detoast_datum(self.datum.cast_mut_ptr());
+            let len = pgrx::varlena::varsize_any_exhdr(ptr);
+            let data = pgrx::varlena::vardata_any(ptr) as *const u8;
+            let dim = if len >= 4 {
+                usize::from(u16::from_ne_bytes([*data, *data.add(1)]))
+            } else {
+                0
+            };
+            if len != 4 + 4 * dim {
+                pgrx::error!("engram: a vector of {len} bytes does not hold {dim} dimensions");
+            }
+            (0..dim)
+                .map(|i| {
+                    let p = data.add(4 + 4 * i);
+                    f32::from_ne_bytes([*p, *p.add(1), *p.add(2), *p.add(3)])
+                })
+                .collect()
+        }
+    }
+}
