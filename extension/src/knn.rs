@@ -395,11 +395,23 @@ fn plan_settings(walk: bool) -> Gucs {
     g
 }
 
+/// Column `i` of the current row of `table`; an SPI or type error raises
+/// (a misread size must not quietly choose another plan).
+fn col<T: pgrx::IntoDatum + pgrx::FromDatum>(table: &pgrx::spi::SpiTupleTable<'_>, i: usize) -> Option<T> {
+    table
+        .get::<T>(i)
+        .unwrap_or_else(|e| error!("engram: reading a search statement's result failed: {e}"))
+}
+
 fn ids_and_distances(table: pgrx::spi::SpiTupleTable<'_>) -> Vec<(Uuid, f64)> {
     table
         .filter_map(|row| {
-            let id = row.get::<Uuid>(1).ok().flatten()?;
-            let d = row.get::<f64>(2).ok().flatten()?;
+            let id = row
+                .get::<Uuid>(1)
+                .unwrap_or_else(|e| error!("engram: reading a search row failed: {e}"))?;
+            let d = row
+                .get::<f64>(2)
+                .unwrap_or_else(|e| error!("engram: reading a search row failed: {e}"))?;
             Some((id, d))
         })
         .collect()
@@ -432,6 +444,9 @@ fn _knn(
     let Some(query) = p_query else {
         return TableIterator::new(Vec::new());
     };
+    if query.oid() == pg_sys::InvalidOid {
+        error!("engram._knn needs its query's type: call it from SQL");
+    }
     if owner.is_none() && space.is_none() && group_id.is_none() {
         ereport!(
             PgLogLevel::ERROR,
@@ -473,8 +488,8 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
             .unwrap_or_else(|e| error!("engram: reading the table's size failed: {e}"))
             .first();
         (
-            row.get::<f64>(1).ok().flatten().unwrap_or(1.0),
-            row.get::<bool>(2).ok().flatten().unwrap_or(false),
+            col::<f64>(&row, 1).unwrap_or(1.0),
+            col::<bool>(&row, 2).unwrap_or(false),
         )
     });
     let citus = citus_installed && distributed(client);
@@ -503,10 +518,10 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
                 .unwrap_or_else(|e| error!("engram: reading the scope lists' sizes failed: {e}"))
                 .first();
             (
-                row.get::<i64>(1).ok().flatten().unwrap_or(0),
-                row.get::<i64>(2).ok().flatten(),
-                row.get::<i64>(3).ok().flatten(),
-                row.get::<i64>(4).ok().flatten().unwrap_or(0),
+                col::<i64>(&row, 1).unwrap_or(0),
+                col::<i64>(&row, 2),
+                col::<i64>(&row, 3),
+                col::<i64>(&row, 4).unwrap_or(0),
             )
         });
         // A list without a size row is empty, or was never built (a load
@@ -526,14 +541,11 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
         None => {
             let r = if citus && !owned {
                 with_prepared(client, vector, Statement::Publications, |st| {
-                    client
+                    let row = client
                         .select(st, None, &[s.space.clone().into(), s.group_id.clone().into()])
                         .unwrap_or_else(|e| error!("engram: counting publications failed: {e}"))
-                        .first()
-                        .get::<f64>(1)
-                        .ok()
-                        .flatten()
-                        .unwrap_or(0.0)
+                        .first();
+                    col::<f64>(&row, 1).unwrap_or(0.0)
                 })
             } else {
                 estimate(client, s, &slots)
@@ -546,6 +558,7 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
         }
     };
     let fetch = search_plan::walk_fetch(n);
+    // (on _knn's own level: no inner level is open here)
     gucs.set(
         c"hnsw.ef_search",
         &search_plan::walk_ef(fetch, rows, total, &settings).to_string(),
@@ -589,9 +602,8 @@ fn distributed(client: &SpiClient<'_>) -> bool {
             None,
             &[],
         )
-        .ok()
-        .and_then(|t| t.first().get::<bool>(1).ok().flatten())
-        .unwrap_or(false)
+        .map(|t| col::<bool>(&t.first(), 1).unwrap_or(false))
+        .unwrap_or_else(|e| error!("engram: reading whether engram's tables are distributed failed: {e}"))
 }
 
 /// The planner's estimate of the scope's rows. EXPLAIN runs as a volatile
@@ -715,21 +727,9 @@ fn list_scan(
 }
 
 fn rerank_row(row: &pgrx::spi::SpiTupleTable<'_>) -> (Vec<Uuid>, Vec<f64>, Option<f64>) {
-    let ids: Vec<Uuid> = row
-        .get::<Vec<Option<Uuid>>>(1)
-        .ok()
-        .flatten()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    let dists: Vec<f64> = row
-        .get::<Vec<Option<f64>>>(2)
-        .ok()
-        .flatten()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    (ids, dists, row.get::<f64>(3).ok().flatten())
+    let ids = col::<Vec<Option<Uuid>>>(row, 1).unwrap_or_default();
+    let dists = col::<Vec<Option<f64>>>(row, 2).unwrap_or_default();
+    // (neither holds a NULL: ids are keys, distances of non-NULL embeddings)
+    let (ids, dists) = ids.into_iter().zip(dists).filter_map(|(i, d)| Some((i?, d?))).unzip();
+    (ids, dists, col::<f64>(row, 3))
 }

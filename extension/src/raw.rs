@@ -10,7 +10,7 @@ use pgrx::pgrx_sql_entity_graph::metadata::{
 use pgrx::{FromDatum, IntoDatum};
 
 macro_rules! raw_type {
-    ($name:ident, $sql:literal, $doc:literal) => {
+    ($name:ident, $sql:literal, $fallback:expr, $doc:literal) => {
         #[doc = $doc]
         #[derive(Clone, Copy, Debug)]
         pub struct $name {
@@ -29,9 +29,9 @@ macro_rules! raw_type {
             const GET_TYPOID: bool = true;
 
             unsafe fn from_datum(datum: pg_sys::Datum, is_null: bool) -> Option<Self> {
-                // Without the call's types: only reached for a jsonb, whose
-                // oid is fixed.
-                unsafe { Self::from_polymorphic_datum(datum, is_null, pg_sys::JSONBOID) }
+                // Without the call's types: the type's fixed oid, if it has
+                // one (InvalidOid for a vector, which callers refuse).
+                unsafe { Self::from_polymorphic_datum(datum, is_null, $fallback) }
             }
 
             unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, oid: pg_sys::Oid) -> Option<Self> {
@@ -73,8 +73,8 @@ macro_rules! raw_type {
     };
 }
 
-raw_type!(RawVector, "vector", "A pgvector `vector` argument.");
-raw_type!(RawJsonb, "jsonb", "A `jsonb` argument.");
+raw_type!(RawVector, "vector", pg_sys::InvalidOid, "A pgvector `vector` argument.");
+raw_type!(RawJsonb, "jsonb", pg_sys::JSONBOID, "A `jsonb` argument.");
 
 impl RawVector {
     /// The vector's values. pgvector stores a vector as a varlena of

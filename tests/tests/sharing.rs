@@ -242,6 +242,9 @@ async fn spaces_and_groups_show_what_was_published_there() {
         .await;
         assert_eq!(by_vector, vec![a.level4], "walk: {walk}");
     }
+    bob.query_one("SELECT set_config('engram.exact_search_rows', '300', false), set_config('engram.hnsw_min_selectivity', '0.2', false)", &[])
+        .await
+        .unwrap();
     let listed = ids(
         &bob,
         "SELECT id FROM engram.ghost_list(ghost_type => 'space', ghost_id => 'lobby')",

@@ -1493,39 +1493,63 @@ async fn upgrade_from_0_20_0_searches_as_before() {
                 CASE WHEN n % 2 = 0 THEN 'semantic' ELSE 'episodic' END,
                 ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector
          FROM generate_series(1, 300) n;
+         UPDATE engram.memories SET status = 'archived', archived_at = now() WHERE owner = 'carol' AND content LIKE '%7';
          SELECT engram.remember(owner => 'carol', content => 'carol prefers green tea', embedding => '[0.2, 0.9, 0.1, 0.4]');",
     )
     .await
     .unwrap();
+    // (settings for the transaction, the search)
     let searches = [
         // the owner's list, then one tag's list
-        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
-             query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7) WITH ORDINALITY AS s(id, n)",
-        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
-             query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7, tags_all => ARRAY['t1']) WITH ORDINALITY AS s(id, n)",
-        // a kind and a tag: the planner's estimate, an exact scan
-        "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
-             query_embedding => '[-0.5, 0.1, 0.7, 1]', k => 5, kinds => ARRAY['episodic'], tags_any => ARRAY['t2'])
-             WITH ORDINALITY AS s(id, n)",
+        (
+            "",
+            "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+                 query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7) WITH ORDINALITY AS s(id, n)",
+        ),
+        (
+            "",
+            "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+                 query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7, tags_all => ARRAY['t1']) WITH ORDINALITY AS s(id, n)",
+        ),
+        // lists never scanned: the planner's estimate, then an exact scan
+        (
+            "SET LOCAL engram.list_search_rows = 0; SET LOCAL engram.hnsw_min_selectivity = 0;",
+            "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+                 query_embedding => '[-0.5, 0.1, 0.7, 1]', k => 5, kinds => ARRAY['episodic'], tags_any => ARRAY['t2'])
+                 WITH ORDINALITY AS s(id, n)",
+        ),
+        // archived rows included: no list covers them; an exact scan
+        (
+            "",
+            "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+                 query_embedding => '[0.1, 0.1, 0.9, 1]', k => 5, include_archived => true) WITH ORDINALITY AS s(id, n)",
+        ),
         // lists never scanned, estimates never exact: the HNSW walk
-        "SELECT string_agg(id::text, ',' ORDER BY n) FROM (
-             SELECT set_config('engram.list_search_rows', '0', true), set_config('engram.exact_search_rows', '0', true),
-                    set_config('engram.hnsw_min_selectivity', '0', true)) g,
-             engram.search(owner => 'carol', query_embedding => '[0.9, -0.2, 0.3, 1]', k => 6) WITH ORDINALITY AS s(id, n)",
+        (
+            "SET LOCAL engram.list_search_rows = 0; SET LOCAL engram.exact_search_rows = 0;
+             SET LOCAL engram.hnsw_min_selectivity = 0;",
+            "SELECT string_agg(id::text, ',' ORDER BY n) FROM engram.search(owner => 'carol',
+                 query_embedding => '[0.9, -0.2, 0.3, 1]', k => 6) WITH ORDINALITY AS s(id, n)",
+        ),
     ];
+    let run = |settings: &'static str, q: &'static str| {
+        let old = &old;
+        async move {
+            old.batch_execute(&format!("BEGIN; {settings}")).await.unwrap();
+            let got: Option<String> = old.query_one(q, &[]).await.unwrap().get(0);
+            old.batch_execute("ROLLBACK").await.unwrap();
+            got
+        }
+    };
     let mut before = Vec::new();
-    for q in searches {
-        old.batch_execute("BEGIN").await.unwrap();
-        before.push(old.query_one(q, &[]).await.unwrap().get::<_, Option<String>>(0));
-        old.batch_execute("ROLLBACK").await.unwrap();
+    for (settings, q) in searches {
+        before.push(run(settings, q).await);
     }
     let snapshot =
         "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
     update_keeping(&old, snapshot).await;
-    for (q, expected) in searches.iter().zip(&before) {
-        old.batch_execute("BEGIN").await.unwrap();
-        let after: Option<String> = old.query_one(*q, &[]).await.unwrap().get(0);
-        old.batch_execute("ROLLBACK").await.unwrap();
+    for ((settings, q), expected) in searches.iter().zip(&before) {
+        let after = run(settings, q).await;
         assert!(
             expected.as_deref().is_some_and(|e| e.split(',').count() >= 5),
             "{q}: {expected:?}"
@@ -1543,10 +1567,10 @@ async fn upgrade_from_0_20_0_searches_as_before() {
         .unwrap()
         .get(0);
     assert_eq!(outcome, "conflict");
-    // _knn is a helper: not for PUBLIC
+    // _knn is a helper: not for the agents' role
     let callable: bool = old
         .query_one(
-            "SELECT has_function_privilege('public', 'engram._knn(vector, integer, text, text[], text, text[], text[], text[], text,
+            "SELECT has_function_privilege('engram_agent', 'engram._knn(vector, integer, text, text[], text, text[], text[], text[], text,
                  timestamptz, timestamptz, smallint, text, text, timestamptz, text[], jsonb)', 'EXECUTE')",
             &[],
         )
