@@ -115,7 +115,9 @@ SELECT engram._install_api('0.20.0');
 -- per owner and table; on Citus the new tables are distributed by
 -- engram.distribute(), then engram.rebuild_lists() builds it:
 -- docs/SCALING.md). A chain of hops that passed 0.19.0 without loading its
--- API also runs 0.19.0's entity pass here (the 0.19.0 hop said so).
+-- API also runs 0.19.0's entity pass here (the 0.19.0 hop said so). Since
+-- 0.21.0 this hop is never a chain's last: the setting below hands both to
+-- the last hop's _install_api.
 DO $build$
 DECLARE
     v_owner text;

@@ -441,7 +441,7 @@ fn _knn(
     namespace_prefix: Option<Vec<Option<String>>>,
     filter: Option<RawJsonb>,
 ) -> TableIterator<'static, (name!(id, Uuid), name!(distance, f64))> {
-    let Some(query) = p_query else {
+    let Some(query) = p_query.filter(|_| p_n > 0) else {
         return TableIterator::new(Vec::new());
     };
     if query.oid() == pg_sys::InvalidOid {
@@ -474,7 +474,7 @@ fn _knn(
     let outer = Gucs::new();
     outer.set(c"hnsw.iterative_scan", "relaxed_order");
     outer.set(c"hnsw.ef_search", "40");
-    let rows = Spi::connect(|client| nearest(client, &scope, query, p_n.max(0), &outer));
+    let rows = Spi::connect(|client| nearest(client, &scope, query, p_n, &outer));
     outer.restore();
     TableIterator::new(rows)
 }
@@ -648,15 +648,15 @@ fn estimate(_client: &SpiClient<'_>, s: &Scope, slots: &Slots) -> f64 {
         }
         let text = pg_sys::SPI_getvalue(*(*table).vals, (*table).tupdesc, 1);
         if text.is_null() {
-            String::new()
-        } else {
-            std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
+            error!("engram: estimating the search scope returned no plan");
         }
+        std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
     };
+    // (a misread estimate must not quietly choose the exact scan)
     serde_json::from_str::<serde_json::Value>(&plan)
         .ok()
         .and_then(|p| p.get(0)?.get("Plan")?.get("Plan Rows")?.as_f64())
-        .unwrap_or(0.0)
+        .unwrap_or_else(|| error!("engram: the search scope's estimate has no row count: {plan}"))
 }
 
 fn exact(client: &SpiClient<'_>, s: &Scope, slots: &Slots) -> Vec<(Uuid, f64)> {

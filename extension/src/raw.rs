@@ -29,8 +29,9 @@ macro_rules! raw_type {
             const GET_TYPOID: bool = true;
 
             unsafe fn from_datum(datum: pg_sys::Datum, is_null: bool) -> Option<Self> {
-                // Without the call's types: the type's fixed oid, if it has
-                // one (InvalidOid for a vector, which callers refuse).
+                // Only without a call's types (an argument always comes
+                // through from_polymorphic_datum): the type's fixed oid, if
+                // it has one (InvalidOid for a vector, which _knn refuses).
                 unsafe { Self::from_polymorphic_datum(datum, is_null, $fallback) }
             }
 

@@ -58,6 +58,20 @@ async fn standby_serves_bound_reads_and_refuses_writes() {
         .collect();
     assert_eq!(found.first(), Some(&tea));
     assert!(!found.contains(&secret), "bob's memory stays bob's on the standby");
+    // archived rows included: no scope list covers them, so the plan comes
+    // from the planner's estimate (an EXPLAIN, which a standby allows)
+    let estimated: Vec<Uuid> = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', k => 5, include_archived => true)",
+            &[],
+        )
+        .await
+        .expect("search of archived rows on the standby")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(estimated.first(), Some(&tea));
+    assert!(!estimated.contains(&secret));
     let text: Vec<Uuid> = app
         .query("SELECT id FROM engram.search(query_text => 'green tea')", &[])
         .await
