@@ -7,6 +7,10 @@
 --     engram.read_scope, a type the API owns);
 --   * engram._scope_filter: the scope's WHERE clause, kept in Rust beside
 --     the statements that paste it;
+--   * engram._owner, engram._check_context and engram._caller (who a call
+--     acts for) in Rust, reading the binding parsed once per value;
+--   * engram._term_masks: the text leg's term masks in one call, not one a
+--     row;
 --   * the plpgsql plans (_list_rerank, _hnsw_walk, _hnsw_walk_shared and
 --     their texts) are gone with the previous API.
 --
@@ -17,6 +21,9 @@
 
 -- (the previous API's, plpgsql; in a chain of hops it may never have loaded)
 DROP FUNCTION IF EXISTS engram._scope_filter(boolean);
+DROP FUNCTION IF EXISTS engram._owner(text);
+DROP FUNCTION IF EXISTS engram._check_context(text, text[], boolean);
+DROP FUNCTION IF EXISTS engram._caller(text, text, text[], boolean);
 
 CREATE FUNCTION engram."_knn"(
 	"p_query" vector, /* Option < RawVector > */
@@ -42,6 +49,36 @@ CREATE FUNCTION engram."_knn"(
 )
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_knn_wrapper';
+CREATE FUNCTION engram."_owner"(
+	"p_owner" TEXT /* Option < String > */
+) RETURNS TEXT /* String */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_owner_wrapper';
+CREATE FUNCTION engram."_check_context"(
+	"p_internal_type" TEXT, /* Option < String > */
+	"p_scope" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"p_write" bool /* Option < bool > */
+) RETURNS void
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_check_context_wrapper';
+CREATE FUNCTION engram."_caller"(
+	"p_owner" TEXT, /* Option < String > */
+	"p_internal_type" TEXT, /* Option < String > */
+	"p_scope" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"p_write" bool /* Option < bool > */
+) RETURNS TEXT /* String */
+VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_caller_wrapper';
+CREATE FUNCTION engram."_term_masks"(
+	"sends" bytea[], /* :: std :: option :: Option < pgrx :: datum :: Array < '_, & [u8] > > */
+	"terms" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS bigint[] /* :: std :: option :: Option < Vec < Option < i64 > > > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_term_masks_wrapper';
 CREATE FUNCTION engram."_scope_filter"(
 	"p_owned" bool DEFAULT true /* bool */
 ) RETURNS TEXT /* String */

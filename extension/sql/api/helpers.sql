@@ -18,100 +18,20 @@
 -- helpers
 ---------------------------------------------------------------------------
 
--- The owner a call acts for. A privileged caller (a superuser, or a role
--- granted SET on engram.owner: a DBA) names any owner or defaults to
--- engram.owner. Everyone else is restricted: bound by engram.bind(token) in
--- the same transaction, acting only for the bound owner.
-CREATE FUNCTION engram._owner(p_owner text) RETURNS text
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_bound text := engram._bound_owner();
-    v_withheld text;
-BEGIN
-    PERFORM engram._check_planted();
-    PERFORM engram._check_restored();
-    IF engram._caller_privileged() THEN
-        p_owner := coalesce(p_owner, v_bound);
-        IF p_owner IS NULL OR p_owner = '' THEN
-            RAISE EXCEPTION 'owner is required; pass owner => ''<owner>'' or SET engram.owner = ''<owner>'''
-                USING ERRCODE = '22004';
-        END IF;
-        RETURN p_owner;
-    END IF;
-    -- Only a binding engram.bind made counts: an engram.owner that a DBA set
-    -- (SET, ALTER DATABASE/ROLE ... SET) is the DBA's default, never a
-    -- binding for a restricted call (nor for the DBA's withheld one).
-    IF v_bound IS NOT NULL AND engram._binding() IS NULL THEN
-        v_bound := NULL;
-    END IF;
-    IF v_bound IS NULL THEN
-        -- A privileged session role whose privilege is withheld: say why
-        -- (extension/src/security/hooks.rs), not just "not bound".
-        v_withheld := engram._withheld_privilege();
-        IF v_withheld IS NOT NULL THEN
-            RAISE EXCEPTION 'engram does not lend the privileges of role % to this call: %', engram._caller_role(), v_withheld
-                USING ERRCODE = '42501',
-                      HINT = 'bind the transaction with a token (engram.bind), or see "Privilege that cannot be borrowed" in docs/SECURITY.md';
-        END IF;
-        RAISE EXCEPTION 'this transaction is not bound to an owner; call engram.bind(token => ''<token>'') first, in the same transaction (a restricted role cannot set engram.owner)'
-            USING ERRCODE = '42501';
-    END IF;
-    IF p_owner IS NOT NULL AND p_owner <> v_bound THEN
-        RAISE EXCEPTION 'owner ''%'' differs from the bound owner; a restricted role acts only for the owner its token binds (engram.bind)', engram._echo(p_owner)
-            USING ERRCODE = '42501';
-    END IF;
-    RETURN v_bound;
-END
-$fn$;
+-- The owner a call acts for: engram._owner(p_owner), engram._check_context
+-- (p_internal_type, p_scope, p_write) and both in one, engram._caller(...),
+-- are Rust (extension/src/security/binding.rs), reading the binding that
+-- engram.bind made, parsed once. A privileged caller (a superuser, or a
+-- role granted SET on engram.owner: a DBA) names any owner or defaults to
+-- engram.owner; everyone else is restricted: bound by engram.bind(token) in
+-- the same transaction, acting only for the bound owner, and within the
+-- binding's internal context (a ghost conversation reads and writes only
+-- its ghost memories; an agent context never touches ghost memories).
 
 -- engram._check_planted() (Rust, extension/src/security/path_guard.rs) refuses to
 -- run while a non-superuser can plant functions or operators in a schema
 -- on the elevated functions' search_path; every public function calls it
 -- first.
-
--- What the internal context of the binding allows, for a call on
--- memories of p_internal_type carrying p_scope. A ghost conversation
--- (engram.bind(..., internal_type => 'ghost', ...)) writes and reads only
--- the accessor's ghost memories of that ghost, and sees the ghost owner's
--- memories only through engram.ghost_*: never the accessor's own normal
--- memories. An agent context never touches ghost memories.
-CREATE FUNCTION engram._check_context(p_internal_type text, p_scope text[], p_write boolean) RETURNS void
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_ctx jsonb := engram._binding() -> 'internal';
-BEGIN
-    IF v_ctx IS NULL OR jsonb_typeof(v_ctx) <> 'object' THEN
-        RETURN;
-    END IF;
-    IF v_ctx ->> 'internal_type' = 'ghost' THEN
-        IF p_internal_type IS NULL AND p_write THEN
-            RAISE EXCEPTION 'a ghost conversation writes only through memory_internal_create (engram.remember with internal_type => ''ghost'' and the ghost''s tags)'
-                USING ERRCODE = '42501';
-        ELSIF p_internal_type IS NULL THEN
-            RAISE EXCEPTION 'a ghost conversation reads the ghost owner''s memories only through engram.ghost_search, engram.ghost_recall and engram.ghost_list (over MCP: memory_search, memory_recall, memory_list)'
-                USING ERRCODE = '42501';
-        ELSIF p_internal_type <> 'ghost'
-              OR NOT coalesce(p_scope, '{}') @> ARRAY(SELECT jsonb_array_elements_text(v_ctx -> 'scope')) THEN
-            RAISE EXCEPTION 'this transaction is bound to the ghost scope %; pass internal_type => ''ghost'' with those scope tags', v_ctx -> 'scope'
-                USING ERRCODE = '42501';
-        END IF;
-    ELSIF p_internal_type = 'ghost' THEN
-        RAISE EXCEPTION 'an agent context cannot touch ghost memories; bind with internal_type => ''ghost'' for a ghost conversation'
-            USING ERRCODE = '42501';
-    END IF;
-END
-$fn$;
-
--- _owner and _check_context in one call: the owner a memory call acts for.
-CREATE FUNCTION engram._caller(p_owner text, p_internal_type text, p_scope text[], p_write boolean) RETURNS text
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_owner text := engram._owner(p_owner);
-BEGIN
-    PERFORM engram._check_context(p_internal_type, p_scope, p_write);
-    RETURN v_owner;
-END
-$fn$;
 
 -- The database's embedding dimension: the typmod of memories.embedding.
 --

@@ -13,7 +13,10 @@
 use super::{catalog, frames, reasons};
 use crate::gucs;
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::cell::RefCell;
 use std::ffi::CStr;
 
 /// The owner the transaction is bound to (`engram.owner`), or NULL.
@@ -36,25 +39,243 @@ fn _rls_owner() -> Option<String> {
         // coordinator made (remote.rs); elsewhere nothing.
         return crate::remote::owner();
     };
-    let Some(binding) = gucs::binding() else {
+    if gucs::binding().is_none() {
         // engram.owner without engram.bind: a DBA's own setting (a non-
         // superuser DBA reads under RLS), never a restricted role's, even
         // when a superuser put it in a database or role default.
         return _caller_privileged().then_some(owner);
-    };
-    let internal = serde_json::from_str::<serde_json::Value>(&binding)
-        .ok()
-        .is_some_and(|b| b.get("internal").is_some_and(serde_json::Value::is_object));
+    }
+    // (a binding that is not JSON has no internal context)
+    let internal = binding().is_some_and(|b| b.context().is_some());
     (!internal).then_some(owner)
+}
+
+/// What engram.bind left in `engram.binding`, parsed once per value.
+#[derive(Clone, Debug)]
+struct Binding {
+    /// The whole JSON (token, act_as, platform, internal context).
+    json: serde_json::Value,
+}
+
+impl Binding {
+    /// The internal context (a ghost or agent conversation), when the
+    /// binding has one.
+    fn context(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.json.get("internal").and_then(serde_json::Value::as_object)
+    }
+}
+
+thread_local! {
+    /// The last `engram.binding` value read and its parse (None: not JSON).
+    static PARSED: RefCell<Option<(String, Option<Binding>)>> = const { RefCell::new(None) };
+}
+
+/// The transaction's binding, or None (no engram.bind, or not JSON).
+fn binding() -> Option<Binding> {
+    let text = gucs::binding()?;
+    PARSED.with_borrow_mut(|cache| {
+        if let Some((seen, parsed)) = cache.as_ref() {
+            if *seen == text {
+                return parsed.clone();
+            }
+        }
+        let parsed = serde_json::from_str(&text).ok().map(|json| Binding { json });
+        *cache = Some((text, parsed.clone()));
+        parsed
+    })
 }
 
 /// The JSON that engram.bind left in `engram.binding` (token, act_as,
 /// internal context), or NULL.
 #[pg_extern(stable, parallel_safe)]
 fn _binding() -> Option<pgrx::JsonB> {
-    gucs::binding()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .map(pgrx::JsonB)
+    binding().map(|b| pgrx::JsonB(b.json))
+}
+
+/// Caller input echoed in an error message: at most 80 characters, then
+/// "…" (engram._echo).
+fn echo(value: &str) -> String {
+    match value.char_indices().nth(80) {
+        None => value.to_string(),
+        Some((cut, _)) => format!("{}…", &value[..cut]),
+    }
+}
+
+fn refuse(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
+    let mut report = ErrorReport::new(code, message, "engram");
+    if let Some(hint) = hint {
+        report = report.set_hint(hint);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+thread_local! {
+    /// `SELECT engram._check_restored()`, prepared once per session.
+    static RESTORED: RefCell<Option<pgrx::spi::OwnedPreparedStatement>> = const { RefCell::new(None) };
+}
+
+/// engram._check_restored() (plpgsql: it reads the restore's tables),
+/// through a plan kept for the session.
+fn check_restored() {
+    Spi::connect(|client| {
+        RESTORED.with_borrow_mut(|slot| {
+            if slot.is_none() {
+                let prepared = client
+                    .prepare(c"SELECT engram._check_restored()", &[])
+                    .unwrap_or_else(|e| error!("engram: preparing the restore check failed: {e}"));
+                *slot = Some(prepared.keep());
+            }
+            client
+                .select(slot.as_ref().expect("prepared above"), None, &[])
+                .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"));
+        });
+    });
+}
+
+/// The owner a call acts for. A privileged caller (a superuser, or a role
+/// granted SET on engram.owner: a DBA) names any owner or defaults to
+/// engram.owner. Everyone else is restricted: bound by engram.bind(token)
+/// in the same transaction, acting only for the bound owner.
+#[pg_extern(volatile)]
+fn _owner(p_owner: Option<String>) -> String {
+    super::path_guard::check_planted();
+    check_restored();
+    let bound = gucs::owner();
+    if _caller_privileged() {
+        return match p_owner.or(bound) {
+            Some(owner) if !owner.is_empty() => owner,
+            _ => refuse(
+                PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                "owner is required; pass owner => '<owner>' or SET engram.owner = '<owner>'".to_string(),
+                None,
+            ),
+        };
+    }
+    // Only a binding engram.bind made counts: an engram.owner that a DBA
+    // set (SET, ALTER DATABASE/ROLE ... SET) is the DBA's default, never a
+    // binding for a restricted call (nor for the DBA's withheld one).
+    let Some(bound) = bound.filter(|_| binding().is_some()) else {
+        // A privileged session role whose privilege is withheld: say why
+        // (hooks.rs), not just "not bound".
+        if let Some(withheld) = _withheld_privilege() {
+            refuse(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("engram does not lend the privileges of role {} to this call: {withheld}", _caller_role()),
+                Some("bind the transaction with a token (engram.bind), or see \"Privilege that cannot be borrowed\" in docs/SECURITY.md"),
+            );
+        }
+        refuse(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "this transaction is not bound to an owner; call engram.bind(token => '<token>') first, in the same \
+             transaction (a restricted role cannot set engram.owner)"
+                .to_string(),
+            None,
+        );
+    };
+    if let Some(named) = p_owner.filter(|named| *named != bound) {
+        refuse(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "owner '{}' differs from the bound owner; a restricted role acts only for the owner its token binds (engram.bind)",
+                echo(&named)
+            ),
+            None,
+        );
+    }
+    bound
+}
+
+/// What the internal context of the binding allows, for a call on memories
+/// of p_internal_type carrying p_scope. A ghost conversation
+/// (engram.bind(..., internal_type => 'ghost', ...)) writes and reads only
+/// the accessor's ghost memories of that ghost, and sees the ghost owner's
+/// memories only through engram.ghost_*: never the accessor's own normal
+/// memories. An agent context never touches ghost memories.
+#[pg_extern(volatile)]
+fn _check_context(p_internal_type: Option<String>, p_scope: Option<Vec<Option<String>>>, p_write: Option<bool>) {
+    let Some(binding) = binding() else { return };
+    let Some(context) = binding.context() else { return };
+    let ghost = context.get("internal_type").and_then(serde_json::Value::as_str) == Some("ghost");
+    let write = p_write == Some(true);
+    if ghost {
+        let Some(internal_type) = p_internal_type else {
+            if write {
+                refuse(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    "a ghost conversation writes only through memory_internal_create (engram.remember with \
+                     internal_type => 'ghost' and the ghost's tags)"
+                        .to_string(),
+                    None,
+                );
+            }
+            refuse(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "a ghost conversation reads the ghost owner's memories only through engram.ghost_search, \
+                 engram.ghost_recall and engram.ghost_list (over MCP: memory_search, memory_recall, memory_list)"
+                    .to_string(),
+                None,
+            );
+        };
+        let scope = context.get("scope");
+        let required: Vec<String> = match scope {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .collect(),
+            Some(_) => error!("engram: the binding's ghost scope is not an array"),
+        };
+        let given: Vec<&str> = p_scope.iter().flatten().flatten().map(String::as_str).collect();
+        if internal_type != "ghost" || !required.iter().all(|t| given.contains(&t.as_str())) {
+            refuse(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "this transaction is bound to the ghost scope {}; pass internal_type => 'ghost' with those scope tags",
+                    jsonb_text(scope.unwrap_or(&serde_json::Value::Null))
+                ),
+                None,
+            );
+        }
+    } else if p_internal_type.as_deref() == Some("ghost") {
+        refuse(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "an agent context cannot touch ghost memories; bind with internal_type => 'ghost' for a ghost conversation"
+                .to_string(),
+            None,
+        );
+    }
+}
+
+/// A JSON value as Postgres prints a jsonb (", " between array items and
+/// ": " after keys), for messages that show one.
+fn jsonb_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Array(items) => {
+            format!("[{}]", items.iter().map(jsonb_text).collect::<Vec<_>>().join(", "))
+        }
+        serde_json::Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("{}: {}", serde_json::Value::from(k.as_str()), jsonb_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// _owner and _check_context in one call: the owner a memory call acts for.
+#[pg_extern(volatile)]
+fn _caller(
+    p_owner: Option<String>,
+    p_internal_type: Option<String>,
+    p_scope: Option<Vec<Option<String>>>,
+    p_write: Option<bool>,
+) -> String {
+    let owner = _owner(p_owner);
+    _check_context(p_internal_type, p_scope, p_write);
+    owner
 }
 
 fn outer_role() -> pg_sys::Oid {

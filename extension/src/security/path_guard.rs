@@ -113,6 +113,11 @@ fn first_problem() -> Option<String> {
 /// holds functions or operators of, a non-superuser.
 #[pg_extern(volatile)]
 fn _check_planted() {
+    check_planted();
+}
+
+/// engram._check_planted, for the Rust callers (binding.rs).
+pub(super) fn check_planted() {
     // Invalidations other backends queued (a function created elsewhere)
     // are applied here, before the generation is compared.
     // SAFETY: a plain call into Postgres within a transaction.
