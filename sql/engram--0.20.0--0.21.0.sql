@@ -9,8 +9,6 @@
 --     the statements that paste it;
 --   * engram._owner, engram._check_context and engram._caller (who a call
 --     acts for) in Rust, reading the binding parsed once per value;
---   * engram._term_masks: the text leg's term masks in one call, not one a
---     row;
 --   * the plpgsql plans (_list_rerank, _hnsw_walk, _hnsw_walk_shared and
 --     their texts) are gone with the previous API.
 --
@@ -72,13 +70,6 @@ CREATE FUNCTION engram."_caller"(
 VOLATILE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_caller_wrapper';
-CREATE FUNCTION engram."_term_masks"(
-	"sends" bytea[], /* :: std :: option :: Option < pgrx :: datum :: Array < '_, & [u8] > > */
-	"terms" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS bigint[] /* :: std :: option :: Option < Vec < Option < i64 > > > */
-IMMUTABLE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', '_term_masks_wrapper';
 CREATE FUNCTION engram."_scope_filter"(
 	"p_owned" bool DEFAULT true /* bool */
 ) RETURNS TEXT /* String */

@@ -255,24 +255,6 @@ fn _term_mask(send: &[u8], terms: Vec<Option<String>>) -> i64 {
     search::term_mask(send, &terms)
 }
 
-/// engram._term_mask of many rows in one call (a NULL tsvector gives a
-/// NULL mask): the text leg's rows, aggregated, cost one call a search
-/// instead of one a row.
-#[pg_extern(immutable, parallel_safe)]
-fn _term_masks(
-    sends: Option<pgrx::datum::Array<'_, &[u8]>>,
-    terms: Option<Vec<Option<String>>>,
-) -> Option<Vec<Option<i64>>> {
-    let (sends, terms) = (sends?, terms?);
-    let terms: Vec<&str> = terms.iter().map(|t| t.as_deref().unwrap_or("")).collect();
-    Some(
-        sends
-            .iter()
-            .map(|send| send.map(|s| search::term_mask(s, &terms)))
-            .collect(),
-    )
-}
-
 /// Relevance of a hybrid match: mean of cosine similarity and text score.
 /// The search of 0.14.0 to 0.19.0 calls it; engram-core `ranking` scores
 /// this release's.

@@ -543,6 +543,15 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         ))
         .await
         .unwrap();
+    // bob's memory, whose id the k-nearest helper (Rust) would give away
+    let bobs = create(
+        &db.admin,
+        "bob",
+        "bob planning note",
+        &[0.1, 0.2, 0.9, 0.3],
+        "force => true",
+    )
+    .await;
     // The attacker's STABLE leak (a notification on a channel it listens
     // to), views and a policy whose clauses call engram with constants, a
     // rule, and a one-row table so that execution reaches the calls too.
@@ -558,6 +567,9 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          CREATE VIEW app.state AS SELECT * FROM app.empty
              WHERE x = app.leak(engram.state_load(owner => 'bob', workspace => 'bank', name => 'saved')::text);
          CREATE VIEW app.pinned AS SELECT * FROM app.one WHERE x = app.leak(engram._pinned_slots('bob', '')::text);
+         CREATE VIEW app.near AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(k.id::text, ',')
+             FROM engram._knn('[1,0,0,0]'::vector, 5, 'bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                              NULL, NULL, NULL, NULL, NULL) k));
          CREATE VIEW app.stats AS SELECT * FROM app.empty WHERE x = app.leak(engram.stats(owner => 'bob')::text);
          CREATE TABLE app.guarded (x text); INSERT INTO app.guarded VALUES ('row');
          ALTER TABLE app.guarded ENABLE ROW LEVEL SECURITY;
@@ -581,6 +593,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          SELECT count(*) FROM app.state;
          EXPLAIN SELECT * FROM app.pinned;
          SELECT count(*) FROM app.pinned;
+         SELECT count(*) FROM app.near;
          EXPLAIN SELECT * FROM app.stats;
          SELECT count(*) FROM app.guarded;
          EXPLAIN SELECT * FROM app.guarded;
@@ -598,7 +611,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         script.push_str("SELECT 1 AS done;\n");
         let (_, out) = psql(&db.name, &script);
         assert!(out.contains("done"), "{out}");
-        for secret in ["4711", "9044"] {
+        for secret in ["4711", "9044", &bobs.to_string()] {
             assert!(
                 !out.contains(secret),
                 "bob's secret reached the channel ({who}):\n{out}"

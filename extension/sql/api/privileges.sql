@@ -77,7 +77,6 @@ REVOKE EXECUTE ON FUNCTION engram._scope_filter(boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._check_context(text, text[], boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._caller(text, text, text[], boolean) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram._term_masks(bytea[], text[]) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

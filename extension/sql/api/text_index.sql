@@ -181,8 +181,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 $fn$;
 
 -- The rows of scope s the text leg scores, as arrays in one order: each
--- one's id, the mask of p_terms it holds (engram._term_masks, one call for
--- all rows), its length
+-- one's id, the mask of p_terms it holds (engram._term_mask), its length
 -- (octet_length: a long content's size, read without fetching it) and
 -- whether it holds an exact token of the query (p_exact). The rows
 -- matching p_query; or, given p_ids, those of p_ids, each read by its key
@@ -194,7 +193,7 @@ CREATE FUNCTION engram._text_rows(s engram.read_scope, p_terms text[], p_exact t
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
     EXECUTE
-        'SELECT array_agg(m.id), engram._term_masks(array_agg(tsvectorsend(m.content_tsv)), $12),
+        'SELECT array_agg(m.id), array_agg(engram._term_mask(tsvectorsend(m.content_tsv), $12)),
                 array_agg(octet_length(m.content)::float8),
                 array_agg(coalesce(m.content_tsv @@ $17, false))
          FROM ' || CASE WHEN p_ids IS NULL

@@ -79,7 +79,11 @@ fn binding() -> Option<Binding> {
                 return parsed.clone();
             }
         }
-        let parsed = serde_json::from_str(&text).ok().map(|json| Binding { json });
+        // (jsonb refuses \u0000, so a binding holding one was never read)
+        let parsed = (!text.contains("\\u0000"))
+            .then(|| serde_json::from_str(&text).ok())
+            .flatten()
+            .map(|json| Binding { json });
         *cache = Some((text, parsed.clone()));
         parsed
     })
@@ -218,24 +222,49 @@ fn _check_context(p_internal_type: Option<String>, p_scope: Option<Vec<Option<St
             );
         };
         let scope = context.get("scope");
-        let required: Vec<String> = match scope {
-            None | Some(serde_json::Value::Null) => Vec::new(),
-            Some(serde_json::Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                .collect(),
-            Some(_) => error!("engram: the binding's ghost scope is not an array"),
-        };
-        let given: Vec<&str> = p_scope.iter().flatten().flatten().map(String::as_str).collect();
-        if internal_type != "ghost" || !required.iter().all(|t| given.contains(&t.as_str())) {
+        let refuse_scope = || -> ! {
             refuse(
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!(
                     "this transaction is bound to the ghost scope {}; pass internal_type => 'ghost' with those scope tags",
-                    jsonb_text(scope.unwrap_or(&serde_json::Value::Null))
+                    scope.map_or_else(|| "<NULL>".to_string(), jsonb_text)
                 ),
                 None,
-            );
+            )
+        };
+        if internal_type != "ghost" {
+            refuse_scope();
+        }
+        // The scope tags the binding requires, as jsonb_array_elements_text
+        // reads them: a JSON null element never matches; a scope that is
+        // not an array is an error, as Postgres raises it.
+        let required: Vec<Option<String>> = match scope {
+            None => Vec::new(),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    other => Some(jsonb_text(other)),
+                })
+                .collect(),
+            Some(serde_json::Value::Object(_)) => refuse(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "cannot extract elements from an object".to_string(),
+                None,
+            ),
+            Some(_) => refuse(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "cannot extract elements from a scalar".to_string(),
+                None,
+            ),
+        };
+        let given: Vec<&str> = p_scope.iter().flatten().flatten().map(String::as_str).collect();
+        if !required
+            .iter()
+            .all(|t| t.as_deref().is_some_and(|t| given.contains(&t)))
+        {
+            refuse_scope();
         }
     } else if p_internal_type.as_deref() == Some("ghost") {
         refuse(

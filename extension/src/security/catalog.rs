@@ -229,10 +229,28 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
         found
     };
     let engram = unsafe { pg_sys::get_namespace_oid(c"engram".as_ptr(), true) };
-    // C and internal functions (pg_language's fixed oids 13 and 12): the
-    // Rust ones are pure or check the caller themselves.
-    if namespace != engram || matches!(u32::from(language), 12 | 13) {
+    // Internal functions (pg_language's fixed oid 12), and C functions (13)
+    // that are pure or that engram_agent may call (they check the caller
+    // themselves), are not engram's to guard. A C helper that reads data
+    // and that agents may not call (the k-nearest search, who a call acts
+    // for) is a helper like the plpgsql ones: below.
+    if namespace != engram || u32::from(language) == 12 {
         return FunctionKind::Other;
+    }
+    if u32::from(language) == 13 {
+        if volatility == pg_sys::PROVOLATILE_IMMUTABLE || name != Some(b'_') {
+            return FunctionKind::Other;
+        }
+        // SAFETY: catalog lookups of a role and of a function's ACL.
+        let agent_may = unsafe {
+            let agent = pg_sys::get_role_oid(c"engram_agent".as_ptr(), true);
+            agent != pg_sys::InvalidOid && function_executable_by(oid, agent)
+        };
+        return if agent_may {
+            FunctionKind::Other
+        } else {
+            FunctionKind::EngramHelper
+        };
     }
     // Pure helpers (IMMUTABLE) read no data, and trigger functions (types
     // trigger and event_trigger: 2279, 3838) run only where engram attached
