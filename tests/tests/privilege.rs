@@ -617,6 +617,15 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
                 "bob's secret reached the channel ({who}):\n{out}"
             );
         }
+        // the k-nearest helper refused the superuser's statement itself
+        // (the non-superuser DBA has no EXECUTE on it)
+        if who.is_empty() {
+            assert!(
+                out.lines()
+                    .any(|l| l.contains("engram._knn") && l.contains("runs only inside engram")),
+                "{out}"
+            );
+        }
         // what was refused says why
         for line in out.lines().filter(|l| l.contains("ERROR")) {
             assert!(
