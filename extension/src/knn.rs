@@ -125,15 +125,15 @@ fn estimate_sql(owned: bool) -> String {
 }
 
 /// The table's size (planner statistics) and whether Citus is installed.
-const TABLE_SQL: &CStr =
-    c"SELECT greatest(c.reltuples, 1)::float8, pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+const TABLE_SQL: &str =
+    "SELECT greatest(c.reltuples, 1)::float8, pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
 FROM pg_catalog.pg_class c WHERE c.oid = 'engram.memories'::pg_catalog.regclass";
 
 /// The scope's smallest list, the number of lists the scope needs (the
 /// owner's, and one per tags_all tag) and how many of them have a size
 /// row. The key is engram._list_key's: hashtextextended of
 /// "<internal type>/<tag>" ('' for the owner's list).
-const SIZES_SQL: &CStr = c"WITH k AS (
+const SIZES_SQL: &str = "WITH k AS (
     SELECT DISTINCT pg_catalog.hashtextextended(coalesce($2, '') || '/' || t, 0) AS list
     FROM unnest(array_prepend('', coalesce($3, '{}'::text[]))) t WHERE t IS NOT NULL)
 SELECT (SELECT count(*) FROM k), z.list, z.n, z.lists
@@ -145,7 +145,7 @@ FROM (SELECT 1) one LEFT JOIN LATERAL (
 /// A space's or group's publications (many owners) on Citus: their count
 /// bounds the scope (EXPLAIN of this multi-shard query fails on the shards
 /// with NULL parameters).
-const PUBLICATIONS_SQL: &CStr = c"SELECT count(*)::float8 FROM engram.publications p
+const PUBLICATIONS_SQL: &str = "SELECT count(*)::float8 FROM engram.publications p
 WHERE ($1::text IS NULL OR p.space = $1) AND ($2::text IS NULL OR p.group_id = $2)";
 
 /// The read scope, as engram.read_scope's fields.
@@ -312,32 +312,28 @@ fn with_prepared<R>(
             Statement::Walk => &mut p.walk,
             Statement::WalkShared => &mut p.walk_shared,
         };
-        if slot.is_none() {
+        let statement = || -> (String, Vec<PgOid>) {
             use pg_sys::BuiltinOid::*;
-            let prepared = match which {
-                Statement::Table => client.prepare(TABLE_SQL, &[]),
-                Statement::Sizes => client.prepare(
-                    SIZES_SQL,
-                    &[
+            match which {
+                Statement::Table => (TABLE_SQL.into(), vec![]),
+                Statement::Sizes => (
+                    SIZES_SQL.into(),
+                    vec![
                         PgOid::BuiltIn(TEXTOID),
                         PgOid::BuiltIn(TEXTOID),
                         PgOid::BuiltIn(TEXTARRAYOID),
                     ],
                 ),
-                Statement::Publications => {
-                    client.prepare(PUBLICATIONS_SQL, &[PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(TEXTOID)])
-                }
-                Statement::List => client.prepare(list_rerank_sql().as_str(), &types(vector)),
-                Statement::Walk => client.prepare(walk_sql(true).as_str(), &types(vector)),
-                Statement::WalkShared => client.prepare(walk_sql(false).as_str(), &types(vector)),
-            };
-            *slot = Some(
-                prepared
-                    .unwrap_or_else(|e| error!("engram: preparing a search statement failed: {e}"))
-                    .keep(),
-            );
-        }
-        f(slot.as_ref().expect("prepared above"))
+                Statement::Publications => (
+                    PUBLICATIONS_SQL.into(),
+                    vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(TEXTOID)],
+                ),
+                Statement::List => (list_rerank_sql(), types(vector).to_vec()),
+                Statement::Walk => (walk_sql(true), types(vector).to_vec()),
+                Statement::WalkShared => (walk_sql(false), types(vector).to_vec()),
+            }
+        };
+        f(crate::kept::kept(slot, client, statement))
     })
 }
 

@@ -16,6 +16,7 @@ mod errors;
 mod filter;
 mod gucs;
 mod images;
+mod kept;
 mod knn;
 mod lists;
 mod policy;

@@ -95,7 +95,7 @@ fn _binding() -> Option<pgrx::JsonB> {
 /// Caller input echoed in an error message: at most 80 characters, then
 /// "…" (engram._echo).
 fn echo(value: &str) -> String {
-    match value.char_indices().nth(80) {
+    match value.char_indices().nth(engram_core::error::MAX_ECHO_CHARS) {
         None => value.to_string(),
         Some((cut, _)) => format!("{}…", &value[..cut]),
     }
@@ -120,14 +120,9 @@ thread_local! {
 fn check_restored() {
     Spi::connect(|client| {
         RESTORED.with_borrow_mut(|slot| {
-            if slot.is_none() {
-                let prepared = client
-                    .prepare(c"SELECT engram._check_restored()", &[])
-                    .unwrap_or_else(|e| error!("engram: preparing the restore check failed: {e}"));
-                *slot = Some(prepared.keep());
-            }
+            let plan = crate::kept::kept(slot, client, || ("SELECT engram._check_restored()".into(), vec![]));
             client
-                .select(slot.as_ref().expect("prepared above"), None, &[])
+                .select(plan, None, &[])
                 .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"));
         });
     });
