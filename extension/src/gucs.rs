@@ -272,7 +272,7 @@ fn _setting_quotas() -> pgrx::JsonB {
 }
 
 #[pg_extern(stable, parallel_safe)]
-fn _setting_conflict_threshold() -> f32 {
+pub(crate) fn _setting_conflict_threshold() -> f32 {
     CONFLICT_THRESHOLD.get() as f32
 }
 
@@ -282,7 +282,7 @@ fn _setting_similarity_floor() -> f32 {
 }
 
 #[pg_extern(stable, parallel_safe)]
-fn _setting_staleness_weight() -> f32 {
+pub(crate) fn _setting_staleness_weight() -> f32 {
     STALENESS_WEIGHT.get() as f32
 }
 

@@ -149,23 +149,52 @@ const PUBLICATIONS_SQL: &str = "SELECT count(*)::float8 FROM engram.publications
 WHERE ($1::text IS NULL OR p.space = $1) AND ($2::text IS NULL OR p.group_id = $2)";
 
 /// The read scope, as engram.read_scope's fields.
-struct Scope {
-    owner: Option<String>,
-    statuses: Option<Vec<Option<String>>>,
-    internal_type: Option<String>,
-    kinds: Option<Vec<Option<String>>>,
-    tags_all: Option<Vec<Option<String>>>,
-    tags_any: Option<Vec<Option<String>>>,
-    session_id: Option<String>,
-    created_after: Option<TimestampWithTimeZone>,
-    created_before: Option<TimestampWithTimeZone>,
-    max_level: Option<i16>,
-    space: Option<String>,
-    group_id: Option<String>,
-    valid_at: Option<TimestampWithTimeZone>,
-    namespace_prefix: Option<Vec<Option<String>>>,
-    filter: Option<RawJsonb>,
+#[derive(Clone)]
+pub(crate) struct Scope {
+    pub owner: Option<String>,
+    pub statuses: Option<Vec<Option<String>>>,
+    pub internal_type: Option<String>,
+    pub kinds: Option<Vec<Option<String>>>,
+    pub tags_all: Option<Vec<Option<String>>>,
+    pub tags_any: Option<Vec<Option<String>>>,
+    pub session_id: Option<String>,
+    pub created_after: Option<TimestampWithTimeZone>,
+    pub created_before: Option<TimestampWithTimeZone>,
+    pub max_level: Option<i16>,
+    pub space: Option<String>,
+    pub group_id: Option<String>,
+    pub valid_at: Option<TimestampWithTimeZone>,
+    pub namespace_prefix: Option<Vec<Option<String>>>,
+    pub filter: Option<RawJsonb>,
 }
+
+impl Scope {
+    /// The fields as SQL values, in engram.read_scope's order ($1..$15 of
+    /// a statement that builds the composite).
+    pub(crate) fn values(&self) -> Vec<DatumWithOid<'_>> {
+        vec![
+            self.owner.clone().into(),
+            self.statuses.clone().into(),
+            self.internal_type.clone().into(),
+            self.kinds.clone().into(),
+            self.tags_all.clone().into(),
+            self.tags_any.clone().into(),
+            self.session_id.clone().into(),
+            self.created_after.into(),
+            self.created_before.into(),
+            self.max_level.into(),
+            self.space.clone().into(),
+            self.group_id.clone().into(),
+            self.valid_at.into(),
+            self.namespace_prefix.clone().into(),
+            self.filter_value(),
+        ]
+    }
+}
+
+/// The SQL types of [`Scope::values`].
+pub(crate) const SCOPE_TYPES: &str = "$1::text, $2::text[], $3::text, $4::text[], $5::text[], $6::text[], $7::text, \
+$8::timestamptz, $9::timestamptz, $10::smallint, $11::text, $12::text, $13::timestamptz, $14::text[], $15::jsonb";
 
 /// The values of the numbered parameters that are not the scope's.
 struct Slots {
@@ -230,11 +259,16 @@ impl Scope {
             slots.list.into(),
             slots.quantized.clone().into(),
             self.namespace_prefix.clone().into(),
-            match self.filter {
-                Some(f) => unsafe { DatumWithOid::new(f, f.oid()) },
-                None => DatumWithOid::null_oid(pg_sys::JSONBOID),
-            },
+            self.filter_value(),
         ]
+    }
+
+    fn filter_value(&self) -> DatumWithOid<'_> {
+        match self.filter {
+            // SAFETY: the caller's jsonb, with its own type's oid.
+            Some(f) => unsafe { DatumWithOid::new(f, f.oid()) },
+            None => DatumWithOid::null_oid(pg_sys::JSONBOID),
+        }
     }
 
     /// Whether the scope lists cover this scope: an owner's active
@@ -467,12 +501,18 @@ fn _knn(
         namespace_prefix,
         filter,
     };
+    TableIterator::new(knn(&scope, query, p_n))
+}
+
+/// The `n` nearest memories to `query` in `scope`, nearest first, as
+/// (id, cosine distance).
+pub(crate) fn knn(scope: &Scope, query: RawVector, n: i32) -> Vec<(Uuid, f64)> {
     let outer = Gucs::new();
     outer.set(c"hnsw.iterative_scan", "relaxed_order");
     outer.set(c"hnsw.ef_search", "40");
-    let rows = Spi::connect(|client| nearest(client, &scope, query, p_n, &outer));
+    let rows = Spi::connect(|client| nearest(client, scope, query, n, &outer));
     outer.restore();
-    TableIterator::new(rows)
+    rows
 }
 
 fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &Gucs) -> Vec<(Uuid, f64)> {

@@ -25,6 +25,7 @@ mod remote;
 mod restore;
 mod scope;
 mod scoring;
+mod search;
 mod security;
 mod time;
 mod upgrade;

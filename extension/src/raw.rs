@@ -1,16 +1,19 @@
-//! Arguments passed through to SQL as they came: a pgvector `vector` and a
-//! `jsonb`, kept as the caller's datums (decoding a jsonb into Rust and
-//! back would cost a parse and could change its numbers).
+//! Values passed through as they came: a pgvector `vector` and a `jsonb`,
+//! kept as datums (decoding a jsonb into Rust and back would cost a parse
+//! and could change its numbers). An argument is the caller's datum; a
+//! value read from an SPI row is copied out of SPI's memory, into the
+//! context of the function that read it, and can be returned.
 
-use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
 use pgrx::pg_sys;
 use pgrx::pgrx_sql_entity_graph::metadata::{
     ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
 };
+use pgrx::PgMemoryContexts;
 use pgrx::{FromDatum, IntoDatum};
 
 macro_rules! raw_type {
-    ($name:ident, $sql:literal, $fallback:expr, $doc:literal) => {
+    ($name:ident, $sql:literal, $fallback:expr, $compatible:expr, $doc:literal) => {
         #[doc = $doc]
         #[derive(Clone, Copy, Debug)]
         pub struct $name {
@@ -42,6 +45,24 @@ macro_rules! raw_type {
                     Some(Self { datum, oid })
                 }
             }
+
+            unsafe fn from_datum_in_memory_context(
+                mut memory_context: PgMemoryContexts,
+                datum: pg_sys::Datum,
+                is_null: bool,
+                oid: pg_sys::Oid,
+            ) -> Option<Self> {
+                if is_null {
+                    return None;
+                }
+                // SAFETY: a live varlena datum of this type (an SPI row's),
+                // copied whole (detoasted) into the reader's context.
+                let datum = unsafe {
+                    memory_context
+                        .switch_to(|_| pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr())))
+                };
+                Some(Self { datum, oid })
+            }
         }
 
         impl IntoDatum for $name {
@@ -51,6 +72,17 @@ macro_rules! raw_type {
 
             fn type_oid() -> pg_sys::Oid {
                 pg_sys::InvalidOid
+            }
+
+            fn is_compatible_with(other: pg_sys::Oid) -> bool {
+                $compatible(other)
+            }
+        }
+
+        // SAFETY: the datum is returned as it is, of the type declared.
+        unsafe impl BoxRet for $name {
+            unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+                unsafe { fcinfo.return_raw_datum(self.datum) }
             }
         }
 
@@ -74,8 +106,21 @@ macro_rules! raw_type {
     };
 }
 
-raw_type!(RawVector, "vector", pg_sys::InvalidOid, "A pgvector `vector` argument.");
-raw_type!(RawJsonb, "jsonb", pg_sys::JSONBOID, "A `jsonb` argument.");
+// (a vector's type has no fixed oid: a column read as one must be a vector)
+raw_type!(
+    RawVector,
+    "vector",
+    pg_sys::InvalidOid,
+    |_| true,
+    "A pgvector `vector`."
+);
+raw_type!(
+    RawJsonb,
+    "jsonb",
+    pg_sys::JSONBOID,
+    |oid| oid == pg_sys::JSONBOID,
+    "A `jsonb`."
+);
 
 impl RawVector {
     /// The vector's values. pgvector stores a vector as a varlena of

@@ -390,3 +390,85 @@ async fn the_restricted_role_cannot_read_the_lists() {
         .unwrap();
     assert_eq!(found.len(), 1);
 }
+
+/// A search runs from its candidates to its hits in one Rust call: the only
+/// plpgsql frame on a vector search's path is engram.search itself, which
+/// calls who it acts for (engram._caller) and engram._search_hits; the list
+/// rerank reads its blocks through engram._candidates. A helper that came
+/// back onto the path would show here.
+#[tokio::test]
+async fn a_vector_search_calls_one_plpgsql_function() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    c.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, embedding)
+         SELECT 'o', 'note ' || n, sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 4)],
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector
+         FROM generate_series(1, 600) n;
+         ANALYZE engram.memories;",
+    )
+    .await
+    .unwrap();
+    // (the counts of the search's own calls: pg_stat_xact_user_functions
+    // may still hold an earlier transaction's, not yet flushed)
+    let calls_now = || async move {
+        let rows = c
+            .query(
+                "SELECT s.funcname::text, l.lanname::text, s.calls FROM pg_stat_xact_user_functions s
+                 JOIN pg_catalog.pg_proc p ON p.oid = s.funcid JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+                 WHERE s.schemaname = 'engram' ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1), r.get::<_, i64>(2)))
+            .collect::<Vec<_>>()
+    };
+    let called = |search: &'static str| async move {
+        c.batch_execute("BEGIN; SET LOCAL track_functions = 'all'")
+            .await
+            .unwrap();
+        let before = calls_now().await;
+        let hits = c.query(search, &[]).await.unwrap_or_else(|e| panic!("{search}: {e:?}"));
+        let after = calls_now().await;
+        c.batch_execute("ROLLBACK").await.unwrap();
+        let calls: Vec<(String, String, i64)> = after
+            .into_iter()
+            .map(|(f, lang, n)| {
+                let earlier = before.iter().find(|(g, _, _)| *g == f).map_or(0, |(_, _, m)| *m);
+                (f, lang, n - earlier)
+            })
+            .filter(|(_, _, n)| *n > 0)
+            .collect();
+        (hits.len(), calls)
+    };
+    for search in [
+        "SELECT * FROM engram.search(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]', k => 10)",
+        "SELECT * FROM engram.search(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]', k => 5,
+                                     tags_all => ARRAY['t1'])",
+    ] {
+        let (hits, calls) = called(search).await;
+        assert!(hits >= 5, "{search}: {hits} hits");
+        let plpgsql: Vec<&str> = calls
+            .iter()
+            .filter(|(_, lang, _)| lang != "c")
+            .map(|(f, _, _)| f.as_str())
+            .collect();
+        let filters = search.contains("tags_all");
+        let expected: &[&str] = if filters {
+            &["_check_1d", "_check_flat_filters", "search"]
+        } else {
+            &["search"]
+        };
+        assert_eq!(plpgsql, expected, "{search}: {calls:?}");
+        for (f, _, n) in calls.iter().filter(|(_, lang, _)| lang == "c") {
+            let allowed =
+                ["_caller", "_search_hits", "_candidates"].contains(&f.as_str()) || (filters && f == "_check_filters");
+            assert!(allowed, "{search}: engram.{f} ({n} calls) on the path: {calls:?}");
+        }
+        let once = |f: &str| calls.iter().find(|(g, _, _)| g == f).map(|(_, _, n)| *n);
+        assert_eq!(once("_search_hits"), Some(1), "{calls:?}");
+        assert_eq!(once("_caller"), Some(1), "{calls:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.20.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.21.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1572,6 +1572,117 @@ async fn upgrade_from_0_20_0_searches_as_before() {
         .query_one(
             "SELECT has_function_privilege('engram_agent', 'engram._knn(vector, integer, text, text[], text, text[], text[], text[], text,
                  timestamptz, timestamptz, smallint, text, text, timestamptz, text[], jsonb)', 'EXECUTE')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!callable);
+}
+
+/// 0.21.0 -> 0.22.0: a search runs in Rust from its candidates to its
+/// hits. On the same data, each kind of search (vector, hybrid, a time
+/// named, grouped by conversation, as the store stood, about an entity,
+/// newer facts first) returns what 0.21.0 returned: the same hits in the
+/// same order, with the same scores, similarities and conversations; access
+/// counts and misses are recorded as before.
+#[tokio::test]
+async fn upgrade_from_0_21_0_searches_as_before() {
+    let (_name, old) = install("0.21.0").await;
+    old.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, tags, kind, embedding, session_id,
+                                      occurred_at, created_at, valid_from)
+         SELECT 'dana', 'note ' || n || CASE WHEN n % 5 = 0 THEN ' about the budget' ELSE '' END,
+                sha256(n::text::bytea), sha256(n::text::bytea), ARRAY['t' || (n % 3)],
+                CASE WHEN n % 2 = 0 THEN 'semantic' ELSE 'episodic' END,
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector, 's' || (n % 9),
+                now() - make_interval(days => n % 20), now() - interval '2 days', now() - interval '2 days'
+         FROM generate_series(1, 400) n;
+         SELECT engram.remember(owner => 'dana', content => 'Dana lives in Lyon', embedding => '[0.2, 0.9, 0.1, 0.4]');
+         SELECT engram.remember(owner => 'dana', content => 'Dana lives in Paris', embedding => '[0.2, 0.9, 0.1, 0.41]',
+                                force => true);
+         SELECT engram.remember(owner => 'dana', content => 'Dana met Sam about the budget',
+                                embedding => '[-0.9, 0.1, -0.3, 0.2]', force => true);",
+    )
+    .await
+    .unwrap();
+    let searches = [
+        "query_embedding => '[0.3, 0.8, 0.2, 1]', k => 7",
+        "query_embedding => '[0.3, 0.8, 0.2, 1]', query_text => 'budget', k => 8",
+        "query_text => 'the budget yesterday', k => 6",
+        "query_embedding => '[0.2, 0.9, 0.1, 0.4]', query_text => 'where does Dana live', k => 5",
+        "query_embedding => '[0.3, 0.8, 0.2, 1]', k => 3, group_by => 'session'",
+        "query_embedding => '[-0.5, 0.1, 0.7, 1]', k => 5, tags_any => ARRAY['t2'], kinds => ARRAY['episodic']",
+        "query_embedding => '[0.3, 0.8, 0.2, 1]', k => 5, known_at => now() - interval '1 hour'",
+        "query_text => 'budget', k => 5, entity => 'Sam'",
+        "query_embedding => '[0.9, 0.9, 0.9, 1]', k => 4, min_similarity => 0.99",
+    ];
+    // each search's hits, in order, with what they show (similarities as
+    // text: a real's every digit)
+    let run = |args: &'static str| {
+        let old = &old;
+        async move {
+            old.batch_execute("BEGIN").await.unwrap();
+            let got: Option<String> = old
+                .query_one(
+                    &format!(
+                        "SELECT string_agg(concat_ws('|', id, score, similarity, session, lower(time_window)), ','
+                                           ORDER BY n)
+                         FROM engram.search(owner => 'dana', {args}) WITH ORDINALITY AS s(id, content, kind, tags,
+                              metadata, similarity, score, trust_score, staleness_score, created_at, source,
+                              occurred_at, valid_from, valid_to, time_window, namespace, key, value, session, n)"
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{args}: {e:?}"))
+                .get(0);
+            let touched: i64 = old
+                .query_one(
+                    "SELECT coalesce(sum(access_count), 0)::int8 FROM engram.memory_access",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            let misses: i64 = old
+                .query_one("SELECT count(*) FROM engram.misses", &[])
+                .await
+                .unwrap()
+                .get(0);
+            old.batch_execute("ROLLBACK").await.unwrap();
+            (got, touched, misses)
+        }
+    };
+    let mut before = Vec::new();
+    for args in searches {
+        before.push(run(args).await);
+    }
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    for (args, expected) in searches.iter().zip(&before) {
+        assert!(expected.0.is_some() || args.contains("0.99"), "{args}: {expected:?}");
+        assert_eq!(&run(args).await, expected, "{args}");
+    }
+    // the newer of two contradicting facts first
+    let first: String = old
+        .query_one(
+            "SELECT content FROM engram.search(owner => 'dana', query_embedding => '[0.2, 0.9, 0.1, 0.4]', k => 5)
+             WHERE content LIKE 'Dana lives%' LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(first, "Dana lives in Paris");
+    // _search_hits is a helper: not for the agents' role
+    let callable: bool = old
+        .query_one(
+            "SELECT has_function_privilege('engram_agent', 'engram._search_hits(text, text[], text, text[], text[],
+                 text[], text, timestamptz, timestamptz, smallint, text, text, timestamptz, text[], jsonb, vector,
+                 text, integer, real, tstzrange, boolean, timestamptz, uuid[], boolean, integer, boolean, boolean)',
+                 'EXECUTE')",
             &[],
         )
         .await

@@ -77,6 +77,11 @@ REVOKE EXECUTE ON FUNCTION engram._scope_filter(boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._check_context(text, text[], boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._caller(text, text, text[], boolean) FROM PUBLIC;
+-- (and those of 0.22.0)
+REVOKE EXECUTE ON FUNCTION engram._search_hits(text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
+                                               smallint, text, text, timestamptz, text[], jsonb, vector, text, integer,
+                                               real, tstzrange, boolean, timestamptz, uuid[], boolean, integer, boolean,
+                                               boolean) FROM PUBLIC;
 
 -- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
 -- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so

@@ -138,83 +138,33 @@ END
 $fn$;
 
 -- The k best memories of scope s for a query, best score first: the body of
--- engram.search and engram.ghost_search. Hybrid queries fuse the vector and
--- text legs by score (engram-core hybrid_relevance: the mean of cosine
--- similarity and text score); a row that the text leg found is kept
--- whatever its cosine (min_similarity applies to vector-only rows), so a
--- rare exact token is found even when the embeddings disagree. A memory whose occurred_at
--- falls in p_window (the time the query names, engram.time_window) ranks
--- higher: its relevance is multiplied by engram-core's window boost. A
--- boost, not a filter: the legs' candidate pools are widened to at least
--- 50 so that in-window memories a little further down are in them.
+-- engram.ghost_search and engram.context (engram._search_hits, Rust, which
+-- engram.search calls itself). Hybrid queries fuse the vector and text legs
+-- by score (engram-core's ranking: the mean of cosine similarity and text
+-- score); a row that the text leg found is kept whatever its cosine
+-- (min_similarity applies to vector-only rows), so a rare exact token is
+-- found even when the embeddings disagree. A memory whose occurred_at falls
+-- in p_window (the time the query names, engram.time_window) ranks higher:
+-- its relevance is multiplied by engram-core's window boost. A boost, not a
+-- filter: the legs' candidate pools are widened to at least 50 so that
+-- in-window memories a little further down are in them.
 CREATE FUNCTION engram._search(
     s engram.read_scope, p_embedding vector, p_text text, p_k integer, p_min_similarity real,
     p_window tstzrange DEFAULT NULL, p_indexed boolean DEFAULT false)
 RETURNS engram.search_hit[]
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_k      integer := engram._clamp_k(p_k);
-    v_pool   integer;
-    v_weight real := engram._setting_staleness_weight();
-    v_text   text := nullif(btrim(p_text), '');
-    v_hits   engram.search_hit[];
-    v_vids   uuid[];
-    v_vdists float8[];
-    v_lids   uuid[];
-    v_lranks real[];
 BEGIN
-    IF p_embedding IS NULL AND v_text IS NULL THEN
-        RAISE EXCEPTION 'search needs query_embedding, query_text or both'
-            USING ERRCODE = '22004';
-    END IF;
-    PERFORM engram._check_vector(p_embedding, 'query_embedding');
-    IF p_text IS NOT NULL AND octet_length(p_text) > engram._limit('query_bytes') THEN
-        RAISE EXCEPTION 'query_text is % bytes; the limit is %: pass a shorter query', octet_length(p_text), engram._limit('query_bytes')
-            USING ERRCODE = '54000';
-    END IF;
-    -- Candidates per leg. Vector search ranks the k nearest by composite
-    -- score (trust and staleness reorder them, they do not pull in rows
-    -- outside the k nearest). Hybrid queries widen both pools (engram._pool):
-    -- a row outside the text pool counts as no text match.
-    v_pool := engram._pool(v_k, p_embedding IS NOT NULL AND v_text IS NOT NULL, p_window IS NOT NULL);
-
-    -- Each leg's candidates first, then their rows (engram._rows): a
-    -- statement never joins a candidate function to the table (Citus).
-    IF p_embedding IS NOT NULL THEN
-        SELECT array_agg(c.id), array_agg(c.distance) INTO v_vids, v_vdists
-        FROM engram._knn(p_embedding, v_pool, s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any,
-                         s.session_id, s.created_after, s.created_before, s.max_level, s.space, s.group_id,
-                         s.valid_at, s.namespace_prefix, s.filter) c;
-    END IF;
-    IF v_text IS NOT NULL THEN
-        SELECT array_agg(l.id), array_agg(l.rank) INTO v_lids, v_lranks
-        FROM engram._lexical(s, v_text, v_pool, engram._exact_query(v_text), p_indexed) l;
-    END IF;
-    -- Every candidate's row and what its score needs; one call scores them
-    -- all and picks the k best (engram-core ranking); only those become
-    -- hits. A row outside the text pool counts as no text match.
-    WITH c AS MATERIALIZED (
-        SELECT m.*, row_number() OVER () AS ord, f.rank,
-               1 - coalesce(f.distance, CASE WHEN p_embedding IS NOT NULL THEN m.embedding <=> p_embedding END) AS sim
-        FROM (SELECT coalesce(v.id, l.id) AS id, v.distance, l.rank
-              FROM unnest(v_vids, v_vdists) AS v(id, distance)
-              FULL JOIN unnest(v_lids, v_lranks) AS l(id, rank) ON l.id = v.id) f
-        JOIN engram._rows(s.owner, coalesce(v_vids, '{}') || coalesce(v_lids, '{}')) m ON m.id = f.id
-    ), a AS (
-        SELECT array_agg(c.id ORDER BY c.ord) AS ids, array_agg(c.sim ORDER BY c.ord) AS sims,
-               array_agg(c.rank ORDER BY c.ord) AS texts,
-               array_agg(coalesce(p_window @> c.occurred_at, false) ORDER BY c.ord) AS inwin,
-               array_agg(c.trust_score ORDER BY c.ord) AS trusts, array_agg(c.staleness_score ORDER BY c.ord) AS stales
-        FROM c
-    )
-    SELECT array_agg(ROW(c.id, c.content, c.kind, c.tags, c.metadata, c.sim::real, b.score, c.trust_score,
-                         c.staleness_score, c.created_at, c.source, c.occurred_at, c.valid_from, c.valid_to,
-                         c.namespace, c.key, c.value)::engram.search_hit ORDER BY b.n)
-    INTO v_hits
-    FROM a, engram._best_hits(a.ids, a.sims, a.texts, a.inwin, a.trusts, a.stales, v_text IS NOT NULL,
-                              p_embedding IS NOT NULL, p_min_similarity, v_weight, v_k) WITH ORDINALITY AS b(pos, score, n)
-    JOIN c ON c.ord = b.pos;
-    RETURN coalesce(v_hits[1:v_k], '{}');
+    RETURN coalesce((
+        SELECT array_agg(ROW(h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, h.score, h.trust_score,
+                             h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
+                             h.namespace, h.key, h.value)::engram.search_hit ORDER BY h.n)
+        FROM engram._search_hits(s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all, s.tags_any, s.session_id,
+                                 s.created_after, s.created_before, s.max_level, s.space, s.group_id, s.valid_at,
+                                 s.namespace_prefix, s.filter, p_embedding, p_text, p_k, p_min_similarity, p_window,
+                                 p_indexed, NULL, NULL, false, NULL, false, false)
+             WITH ORDINALITY AS h(id, content, kind, tags, metadata, similarity, score, trust_score, staleness_score,
+                                  created_at, source, occurred_at, valid_from, valid_to, namespace, key, value,
+                                  session, n)), '{}');
 END
 $fn$;
 
@@ -330,91 +280,6 @@ BEGIN
 END
 $fn$;
 
--- Hits ranked so that, of two facts found together that contradict each
--- other, the newer comes first: each memory stored over a conflict
--- (remember with force notes the memories it conflicted with in its
--- metadata's engram_forced_over), and each of the first p_k facts (not
--- events, keyed items, resources or skills: each of those is its own
--- document) that engram-core's conflict rules find contradicted by a
--- newer one among them (engram._contradicted_by, "newer" by valid_from),
--- gets a score just under the newer one's.
-CREATE FUNCTION engram._newer_first(p_owner text, p_hits engram.search_hit[], p_k integer) RETURNS engram.search_hit[]
-LANGUAGE plpgsql STABLE AS $fn$
-DECLARE
-    v_ids    uuid[];
-    v_texts  text[];
-    v_times  float8[];
-    v_cos    real[];
-    v_newer  jsonb;
-    v_out    engram.search_hit[];
-BEGIN
-    IF p_hits IS NULL OR cardinality(p_hits) < 2 THEN
-        RETURN p_hits;
-    END IF;
-    -- the first facts, their pairwise similarities, the newer that contradicts each
-    SELECT array_agg(t.id ORDER BY t.ordinality), array_agg(t.content ORDER BY t.ordinality),
-           array_agg(extract(epoch FROM t.valid_from)::float8 ORDER BY t.ordinality)
-    INTO v_ids, v_texts, v_times
-    FROM unnest(p_hits[1:least(p_k, 20)]) WITH ORDINALITY AS t
-    WHERE t.kind <> 'episodic' AND t.key IS NULL AND t.source = 'memory';
-    IF cardinality(v_ids) >= 2 THEN
-        WITH e AS (
-            SELECT x.i, m.embedding FROM unnest(v_ids) WITH ORDINALITY AS x(id, i)
-            LEFT JOIN engram.memories m ON m.owner = p_owner AND m.id = x.id
-        )
-        SELECT array_agg(coalesce((1 - (a.embedding <=> b.embedding))::real, 0) ORDER BY a.i, b.i)
-        INTO v_cos
-        FROM e a CROSS JOIN e b;
-        SELECT jsonb_object_agg(v_ids[b.r]::text, v_ids[b.newer]) INTO v_newer
-        FROM unnest(engram._contradicted_by(v_texts, v_times, v_cos, engram._setting_conflict_threshold()))
-             WITH ORDINALITY AS b(newer, r)
-        WHERE b.newer > 0;
-    END IF;
-    IF v_newer IS NULL AND NOT EXISTS (SELECT 1 FROM unnest(p_hits) h WHERE h.metadata ? 'engram_forced_over') THEN
-        RETURN p_hits;
-    END IF;
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.similarity, x.new_score, x.trust_score,
-                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
-                         x.namespace, x.key, x.value)::engram.search_hit
-                     ORDER BY x.new_score DESC, x.id)
-    INTO v_out
-    FROM (SELECT h.*,
-                 least(h.score,
-                       coalesce((SELECT min(n.score) * 0.999::real FROM unnest(p_hits) n
-                                 WHERE n.metadata -> 'engram_forced_over' ? h.id::text), h.score),
-                       coalesce((SELECT n.score * 0.999::real FROM unnest(p_hits) n
-                                 WHERE n.id = (v_newer ->> h.id::text)::uuid), h.score)) AS new_score
-          FROM unnest(p_hits) h) x;
-    RETURN v_out;
-END
-$fn$;
-
--- Hits grouped by conversation (group_by => 'session'): the p_k sessions
--- whose best turn scores highest, each with its best turns (at most 3),
--- best session first, best turn first within it. A memory without a
--- session is a group of its own. p_sessions maps hit ids to sessions.
-CREATE FUNCTION engram._by_session(p_hits engram.search_hit[], p_sessions jsonb, p_k integer)
-RETURNS engram.search_hit[]
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-DECLARE
-    v_out engram.search_hit[];
-BEGIN
-    SELECT array_agg(ROW(x.id, x.content, x.kind, x.tags, x.metadata, x.similarity, x.score, x.trust_score,
-                         x.staleness_score, x.created_at, x.source, x.occurred_at, x.valid_from, x.valid_to,
-                         x.namespace, x.key, x.value)::engram.search_hit
-                     ORDER BY x.group_rank, x.turn_rank)
-    INTO v_out
-    FROM (SELECT y.*, dense_rank() OVER (ORDER BY y.best DESC, y.grp) AS group_rank
-          FROM (SELECT g.*, max(g.score) OVER (PARTITION BY g.grp) AS best,
-                       row_number() OVER (PARTITION BY g.grp ORDER BY g.score DESC, g.id) AS turn_rank
-                FROM (SELECT h.*, coalesce(p_sessions ->> h.id::text, h.id::text) AS grp
-                      FROM unnest(p_hits) h) g) y
-          WHERE y.turn_rank <= 3) x
-    WHERE x.group_rank <= p_k;
-    RETURN coalesce(v_out, '{}');
-END
-$fn$;
-
 CREATE FUNCTION engram.search(
     owner text DEFAULT NULL,
     query_embedding vector DEFAULT NULL,
@@ -445,40 +310,41 @@ RETURNS TABLE (id uuid, content text, kind text, tags text[], metadata jsonb, si
 LANGUAGE plpgsql ROWS 10 AS $fn$
 DECLARE
     v_owner  text := engram._caller(search.owner, search.internal_type, search.scope_tags, false);
-    v_hits   engram.search_hit[];
-    v_scope  engram.read_scope;
     v_ids    uuid[];
     v_k      integer := search.k;
-    v_floor  real := engram._similarity_floor(search.min_similarity,
-                                              search.query_embedding IS NOT NULL AND nullif(btrim(search.query_text), '') IS NOT NULL);
-    v_sessions jsonb;
-    -- The time the query names, read against reference_time (default: now,
-    -- or known_at when answering as the store stood then).
-    v_window tstzrange := engram.time_window(search.query_text,
-                                             coalesce(search.reference_time, least(search.known_at, now()), now()));
+    v_hybrid boolean := search.query_embedding IS NOT NULL AND nullif(btrim(search.query_text), '') IS NOT NULL;
+    v_as_of  timestamptz;
+    v_window tstzrange;
 BEGIN
-    PERFORM engram._check_flat_filters(search.kinds, search.tags_all, search.tags_any,
-                                  search.internal_type, search.scope_tags);
-    PERFORM engram._check_moment('valid_at', search.valid_at);
-    PERFORM engram._check_moment('known_at', search.known_at);
-    PERFORM engram._check_moment('reference_time', search.reference_time);
-    PERFORM engram._check_item_filters(search.namespace_prefix, search.filter);
+    -- (each check only for what was passed: the common search runs none)
+    IF search.kinds IS NOT NULL OR search.tags_all IS NOT NULL OR search.tags_any IS NOT NULL
+       OR search.internal_type IS NOT NULL OR search.scope_tags IS NOT NULL THEN
+        PERFORM engram._check_flat_filters(search.kinds, search.tags_all, search.tags_any,
+                                           search.internal_type, search.scope_tags);
+    END IF;
+    IF search.valid_at IS NOT NULL OR search.known_at IS NOT NULL OR search.reference_time IS NOT NULL THEN
+        PERFORM engram._check_moment('valid_at', search.valid_at);
+        PERFORM engram._check_moment('known_at', search.known_at);
+        PERFORM engram._check_moment('reference_time', search.reference_time);
+    END IF;
+    IF search.namespace_prefix IS NOT NULL OR search.filter IS NOT NULL THEN
+        PERFORM engram._check_item_filters(search.namespace_prefix, search.filter);
+    END IF;
     IF search.group_by IS NOT NULL AND search.group_by <> 'session' THEN
         RAISE EXCEPTION 'group_by ''%'' is not known; pass ''session'' (the best sessions, each with its best turns) or leave it out',
             engram._echo(search.group_by)
             USING ERRCODE = '22023';
     END IF;
+    -- The time the query names, read against reference_time (default: now,
+    -- or known_at when answering as the store stood then).
+    IF nullif(btrim(search.query_text), '') IS NOT NULL THEN
+        v_window := engram.time_window(search.query_text,
+                                       coalesce(search.reference_time, least(search.known_at, now()), now()));
+    END IF;
     IF search.group_by IS NOT NULL THEN
         -- k sessions: their turns come from the widest candidate list
         v_k := 100;
     END IF;
-    -- The scope is ANDed with the caller's own tag filters; it can only narrow.
-    v_scope := ROW(v_owner,
-            CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
-            search.internal_type, search.kinds,
-            nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
-            search.tags_any, search.session_id, search.created_after, search.created_before,
-            NULL, NULL, NULL, search.valid_at, search.namespace_prefix, search.filter)::engram.read_scope;
     IF search.entity IS NOT NULL THEN
         PERFORM engram._check_entity('entity', search.entity);
         -- (none when the entity is unknown: nothing is about it)
@@ -494,33 +360,27 @@ BEGIN
                 USING ERRCODE = '22004';
         END IF;
         PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
-        v_hits := engram._search_as_of(v_scope, least(coalesce(search.known_at, now()), now()), search.query_embedding,
-                                       search.query_text, v_k, v_floor, v_window, v_ids);
-    ELSE
-        -- (the text index's statistics for a caller who sees every memory
-        -- they count: no scope tags)
-        v_hits := engram._search(v_scope, search.query_embedding, search.query_text, v_k, v_floor, v_window,
-                                 coalesce(cardinality(search.scope_tags), 0) = 0);
+        v_as_of := least(coalesce(search.known_at, now()), now());
     END IF;
-    v_hits := engram._newer_first(v_owner, v_hits, engram._clamp_k(search.k));
-    -- each hit's session, by one read of the owner's rows
-    SELECT jsonb_object_agg(m.id::text, m.session_id) INTO v_sessions
-    FROM engram.memories m
-    WHERE m.owner = v_owner AND m.id = ANY (ARRAY(SELECT h.id FROM unnest(v_hits) h)) AND m.session_id IS NOT NULL;
-    IF search.group_by = 'session' THEN
-        v_hits := engram._by_session(v_hits, coalesce(v_sessions, '{}'), engram._clamp_k(search.k));
-    END IF;
-    PERFORM engram._touch(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
-    IF search.refresh_ttl THEN
-        PERFORM engram._refresh_ttl(v_owner, ARRAY(SELECT h.id FROM unnest(v_hits) h));
-    END IF;
-    IF cardinality(v_hits) = 0 THEN
-        PERFORM engram._miss(v_owner, search.query_text, search.query_embedding IS NOT NULL);
-    END IF;
-    RETURN QUERY SELECT h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, h.score, h.trust_score,
-                        h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
-                        v_window, h.namespace, h.key, h.value, v_sessions ->> h.id::text
-                 FROM unnest(v_hits) h;
+    -- The scope (engram.read_scope's fields) is ANDed with the caller's own
+    -- tag filters; it can only narrow. The hits come ranked and finished
+    -- (newer facts first, grouped, accesses counted, a miss recorded), each
+    -- with its conversation. The text index's statistics serve a caller who
+    -- sees every memory they count: no scope tags.
+    RETURN QUERY
+    SELECT h.id, h.content, h.kind, h.tags, h.metadata, h.similarity, h.score, h.trust_score,
+           h.staleness_score, h.created_at, h.source, h.occurred_at, h.valid_from, h.valid_to,
+           v_window, h.namespace, h.key, h.value, h.session
+    FROM engram._search_hits(
+        v_owner, CASE WHEN search.include_archived THEN '{active,archived,expired}'::text[] ELSE '{active}'::text[] END,
+        search.internal_type, search.kinds,
+        nullif(coalesce(search.tags_all, '{}') || coalesce(search.scope_tags, '{}'), '{}'),
+        search.tags_any, search.session_id, search.created_after, search.created_before,
+        NULL, NULL, NULL, search.valid_at, search.namespace_prefix, search.filter,
+        search.query_embedding, search.query_text, v_k,
+        coalesce(search.min_similarity, CASE WHEN v_hybrid THEN engram._setting_similarity_floor() ELSE 0 END),
+        v_window, coalesce(cardinality(search.scope_tags), 0) = 0, v_as_of, v_ids,
+        true, search.k, search.group_by IS NOT NULL, search.refresh_ttl) h;
 END
 $fn$;
 

@@ -111,19 +111,31 @@ fn refuse(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
 }
 
 thread_local! {
-    /// `SELECT engram._check_restored()`, prepared once per session.
+    /// Whether a restore is under way, prepared once per session.
     static RESTORED: RefCell<Option<pgrx::spi::OwnedPreparedStatement>> = const { RefCell::new(None) };
 }
 
-/// engram._check_restored() (plpgsql: it reads the restore's tables),
-/// through a plan kept for the session.
+/// engram._check_restored() (plpgsql: it names what is still loading) when
+/// a restore is under way: engram.restore_loads holds rows only then. The
+/// common case is one read through a plan kept for the session.
 fn check_restored() {
     Spi::connect(|client| {
         RESTORED.with_borrow_mut(|slot| {
-            let plan = crate::kept::kept(slot, client, || ("SELECT engram._check_restored()".into(), vec![]));
-            client
+            let plan = crate::kept::kept(slot, client, || {
+                ("SELECT EXISTS (SELECT 1 FROM engram.restore_loads)".into(), vec![])
+            });
+            let loading = client
                 .select(plan, None, &[])
-                .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"));
+                .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"))
+                .first()
+                .get_one::<bool>()
+                .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"))
+                .unwrap_or(false);
+            if loading {
+                client
+                    .select("SELECT engram._check_restored()", None, &[])
+                    .unwrap_or_else(|e| error!("engram: the restore check failed: {e}"));
+            }
         });
     });
 }

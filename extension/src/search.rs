@@ -1,0 +1,779 @@
+//! `engram._search_hits`: the k best memories of a read scope for a query,
+//! best first, in one call from SQL. It runs the legs (the vector leg in
+//! this process, [`crate::knn`]; the text leg through `engram._lexical`),
+//! reads the candidates' rows, scores them with engram-core's `ranking`,
+//! and, for `engram.search`, finishes the hits: newer facts before the
+//! facts they contradict, hits grouped by conversation, access counts,
+//! lifetimes renewed, a miss recorded. The statements are SPI plans kept
+//! for the session.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use engram_core::ranking::{self, Candidate, Query};
+use pgrx::datum::{DatumWithOid, Range, TimestampWithTimeZone, Uuid};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData};
+use pgrx::{JsonB, PgOid};
+
+use crate::knn::{knn, Scope, SCOPE_TYPES};
+use crate::raw::{RawJsonb, RawVector};
+
+type Tstz = TimestampWithTimeZone;
+type Texts = Vec<Option<String>>;
+
+/// One hit, as engram.search_hit holds it, with its conversation and what
+/// the conflict ranking reads.
+struct Hit {
+    id: Uuid,
+    content: Option<String>,
+    kind: Option<String>,
+    tags: Option<Texts>,
+    metadata: Option<RawJsonb>,
+    similarity: Option<f32>,
+    score: f32,
+    trust: Option<f32>,
+    staleness: Option<f32>,
+    created_at: Option<Tstz>,
+    source: Option<String>,
+    occurred_at: Option<Tstz>,
+    valid_from: Option<Tstz>,
+    valid_to: Option<Tstz>,
+    namespace: Option<Texts>,
+    key: Option<String>,
+    value: Option<RawJsonb>,
+    session: Option<String>,
+    /// metadata's engram_forced_over (the memories it was stored over), if
+    /// the key is there
+    forced_over: Option<serde_json::Value>,
+}
+
+/// The columns every statement that reads hits returns first, in this order.
+const HIT_COLUMNS: &str = "id, content, kind, tags, metadata, trust_score, staleness_score, created_at, source, \
+occurred_at, valid_from, valid_to, namespace, key, value";
+
+/// A hit's columns from a row that starts with [`HIT_COLUMNS`].
+fn hit(row: &SpiHeapTupleData<'_>) -> Hit {
+    Hit {
+        id: col(row, 1).unwrap_or_else(|| error!("engram: a search row without an id")),
+        content: col(row, 2),
+        kind: col(row, 3),
+        tags: col(row, 4),
+        metadata: col(row, 5),
+        similarity: None,
+        score: 0.0,
+        trust: col(row, 6),
+        staleness: col(row, 7),
+        created_at: col(row, 8),
+        source: col(row, 9),
+        occurred_at: col(row, 10),
+        valid_from: col(row, 11),
+        valid_to: col(row, 12),
+        namespace: col(row, 13),
+        key: col(row, 14),
+        value: col(row, 15),
+        session: None,
+        forced_over: None,
+    }
+}
+
+fn col<T: FromDatum + IntoDatum>(row: &SpiHeapTupleData<'_>, i: usize) -> Option<T> {
+    row.get::<T>(i)
+        .unwrap_or_else(|e| error!("engram: reading a search row failed: {e}"))
+}
+
+/// Statements kept for the session, each with the vector type it was
+/// prepared for.
+#[derive(Default)]
+struct Kept {
+    vector: Option<pg_sys::Oid>,
+    /// the candidates' rows: [owner's, any owner's][without, with a query vector]
+    rows: [[Option<OwnedPreparedStatement>; 2]; 2],
+    lexical: Option<OwnedPreparedStatement>,
+    dims: Option<OwnedPreparedStatement>,
+    cosines: Option<OwnedPreparedStatement>,
+    touch: Option<OwnedPreparedStatement>,
+}
+
+thread_local! {
+    static KEPT: RefCell<Kept> = RefCell::new(Kept::default());
+}
+
+fn with_kept<R>(vector: Option<pg_sys::Oid>, f: impl FnOnce(&mut Kept) -> R) -> R {
+    KEPT.with_borrow_mut(|k| {
+        if vector.is_some() && k.vector != vector {
+            k.rows = Default::default();
+            k.vector = vector;
+        }
+        f(k)
+    })
+}
+
+/// The k best memories of a read scope (its fields, engram.read_scope's)
+/// for a query: the body of engram.search, engram.ghost_search and
+/// engram.context. Hybrid queries fuse the vector and text legs by score
+/// (engram-core's ranking); a memory whose occurred_at falls in p_window
+/// (the time the query names) ranks higher. With p_known_at, the store as
+/// it stood then (engram._search_as_of), over memories p_ids when given.
+///
+/// With p_finish (engram.search), the hits are finished: of two facts
+/// among the first p_search_k (search's own k) that contradict each other,
+/// the newer first; with p_group_sessions, the p_search_k best
+/// conversations, each with its best turns; their accesses counted; with
+/// p_refresh_ttl, their lifetimes renewed; a search that found nothing is
+/// recorded (engram.misses).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[pg_extern]
+fn _search_hits(
+    owner: Option<String>,
+    statuses: Option<Texts>,
+    internal_type: Option<String>,
+    kinds: Option<Texts>,
+    tags_all: Option<Texts>,
+    tags_any: Option<Texts>,
+    session_id: Option<String>,
+    created_after: Option<Tstz>,
+    created_before: Option<Tstz>,
+    max_level: Option<i16>,
+    space: Option<String>,
+    group_id: Option<String>,
+    valid_at: Option<Tstz>,
+    namespace_prefix: Option<Texts>,
+    filter: Option<RawJsonb>,
+    p_embedding: Option<RawVector>,
+    p_text: Option<String>,
+    p_k: Option<i32>,
+    p_min_similarity: Option<f32>,
+    p_window: Option<Range<Tstz>>,
+    p_indexed: bool,
+    p_known_at: Option<Tstz>,
+    p_ids: Option<Vec<Option<Uuid>>>,
+    p_finish: bool,
+    p_search_k: Option<i32>,
+    p_group_sessions: bool,
+    p_refresh_ttl: bool,
+) -> TableIterator<
+    'static,
+    (
+        name!(id, Uuid),
+        name!(content, Option<String>),
+        name!(kind, Option<String>),
+        name!(tags, Option<Texts>),
+        name!(metadata, Option<RawJsonb>),
+        name!(similarity, Option<f32>),
+        name!(score, f32),
+        name!(trust_score, Option<f32>),
+        name!(staleness_score, Option<f32>),
+        name!(created_at, Option<Tstz>),
+        name!(source, Option<String>),
+        name!(occurred_at, Option<Tstz>),
+        name!(valid_from, Option<Tstz>),
+        name!(valid_to, Option<Tstz>),
+        name!(namespace, Option<Texts>),
+        name!(key, Option<String>),
+        name!(value, Option<RawJsonb>),
+        name!(session, Option<String>),
+    ),
+> {
+    if let Some(q) = p_embedding {
+        if q.oid() == pg_sys::InvalidOid {
+            error!("engram._search_hits needs its query's type: call it from SQL");
+        }
+    }
+    let scope = Scope {
+        owner,
+        statuses,
+        internal_type,
+        kinds,
+        tags_all,
+        tags_any,
+        session_id,
+        created_after,
+        created_before,
+        max_level,
+        space,
+        group_id,
+        valid_at,
+        namespace_prefix,
+        filter,
+    };
+    let query = Search {
+        embedding: p_embedding,
+        text: p_text,
+        k: p_k,
+        min_similarity: p_min_similarity,
+        window: p_window,
+    };
+    let mut hits = match p_known_at {
+        Some(at) => as_of(&scope, &query, at, p_ids),
+        None => ranked(&scope, &query, p_indexed),
+    };
+    if p_finish {
+        hits = finish(&scope, &query, hits, p_search_k, p_group_sessions, p_refresh_ttl);
+    }
+    TableIterator::new(hits.into_iter().map(|h| {
+        (
+            h.id,
+            h.content,
+            h.kind,
+            h.tags,
+            h.metadata,
+            h.similarity,
+            h.score,
+            h.trust,
+            h.staleness,
+            h.created_at,
+            h.source,
+            h.occurred_at,
+            h.valid_from,
+            h.valid_to,
+            h.namespace,
+            h.key,
+            h.value,
+            h.session,
+        )
+    }))
+}
+
+/// What a search asks for.
+struct Search {
+    embedding: Option<RawVector>,
+    text: Option<String>,
+    k: Option<i32>,
+    min_similarity: Option<f32>,
+    window: Option<Range<Tstz>>,
+}
+
+impl Search {
+    /// The query text without its outer spaces; None when that is empty.
+    fn words(&self) -> Option<&str> {
+        self.text
+            .as_deref()
+            .map(|t| t.trim_matches(' '))
+            .filter(|t| !t.is_empty())
+    }
+
+    fn window_value(&self) -> DatumWithOid<'static> {
+        self.window.clone().into()
+    }
+}
+
+fn sql_error(code: PgSqlErrorCode, message: String) -> ! {
+    ereport!(PgLogLevel::ERROR, code, message);
+    unreachable!()
+}
+
+/// The hits of the live store: each leg's candidates, then their rows,
+/// scored together.
+fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
+    let words = q.words();
+    if q.embedding.is_none() && words.is_none() {
+        sql_error(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "search needs query_embedding, query_text or both".into(),
+        );
+    }
+    if let Some(text) = &q.text {
+        let limit = engram_core::limits::MAX_QUERY_BYTES;
+        if text.len() > limit {
+            sql_error(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "query_text is {} bytes; the limit is {limit}: pass a shorter query",
+                    text.len()
+                ),
+            );
+        }
+    }
+    let vector = q.embedding.map(|e| e.oid());
+    if let Some(e) = q.embedding {
+        check_query_vector(e);
+    }
+    let k = engram_core::search::clamp_k(q.k);
+    let hybrid = q.embedding.is_some() && words.is_some();
+    // Candidates per leg: k; a hybrid query widens both pools, so that a
+    // memory near the query in meaning and in words is in both and gets
+    // both scores; a query that names a time widens them so that in-window
+    // memories a little further down are there to boost.
+    let pool = k
+        .max(if hybrid { 100 } else { 0 })
+        .max(if q.window.is_some() { 50 } else { 0 });
+
+    let near: Vec<(Uuid, f64)> = q.embedding.map_or_else(Vec::new, |e| knn(scope, e, pool));
+    let lexical: Vec<(Uuid, f32)> = match words {
+        Some(w) => Spi::connect(|client| text_leg(client, scope, w, pool, indexed)),
+        None => Vec::new(),
+    };
+    let mut legs: HashMap<[u8; 16], (Option<f64>, Option<f32>)> = HashMap::new();
+    for (id, d) in &near {
+        legs.entry(*id.as_bytes()).or_default().0 = Some(*d);
+    }
+    for (id, r) in &lexical {
+        legs.entry(*id.as_bytes()).or_default().1 = Some(*r);
+    }
+    if legs.is_empty() {
+        return Vec::new();
+    }
+    let ids: Vec<Uuid> = near.iter().map(|x| x.0).chain(lexical.iter().map(|x| x.0)).collect();
+
+    // Every candidate's row; a row outside the text pool counts as no text
+    // match.
+    let owned = scope.owner.is_some();
+    let rows = Spi::connect(|client| {
+        with_kept(vector, |kept| {
+            let slot = &mut kept.rows[usize::from(!owned)][usize::from(vector.is_some())];
+            let plan = crate::kept::kept(slot, client, || rows_statement(owned, vector));
+            let mut args: Vec<DatumWithOid<'_>> = vec![scope.owner.clone().into(), ids.clone().into()];
+            if let Some(e) = q.embedding {
+                // SAFETY: the caller's vector, with its own type's oid.
+                args.push(unsafe { DatumWithOid::new(e, e.oid()) });
+            }
+            args.push(q.window_value());
+            client
+                .select(plan, None, &args)
+                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"))
+                .map(|row| {
+                    let mut h = hit(&row);
+                    h.session = col(&row, 16);
+                    let distance: Option<f64> = col(&row, 17);
+                    let in_window: bool = col(&row, 18).unwrap_or(false);
+                    h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
+                    (h, distance, in_window)
+                })
+                .collect::<Vec<_>>()
+        })
+    });
+
+    let mut candidates = Vec::with_capacity(rows.len());
+    let mut keys = Vec::with_capacity(rows.len());
+    let mut sims = Vec::with_capacity(rows.len());
+    for (h, distance, in_window) in &rows {
+        let (leg_distance, text) = legs.get(h.id.as_bytes()).copied().unwrap_or_default();
+        let sim = leg_distance.or(*distance).map(|d| 1.0 - d);
+        candidates.push(Candidate {
+            similarity: sim,
+            text,
+            in_window: *in_window,
+            trust: h.trust.unwrap_or(0.0),
+            staleness: h.staleness.unwrap_or(0.0),
+        });
+        keys.push(*h.id.as_bytes());
+        sims.push(sim);
+    }
+    let query = Query {
+        text: words.is_some(),
+        embedding: q.embedding.is_some(),
+        min_similarity: f64::from(q.min_similarity.unwrap_or(0.0)),
+        staleness_weight: crate::gucs::_setting_staleness_weight(),
+    };
+    let best = ranking::best(&candidates, &keys, &query, usize::try_from(k).unwrap_or(0));
+    let mut rows: Vec<Option<Hit>> = rows.into_iter().map(|(h, _, _)| Some(h)).collect();
+    best.into_iter()
+        .filter_map(|(i, score)| {
+            let mut h = rows[i].take()?;
+            h.similarity = sims[i].map(|s| s as f32);
+            h.score = score;
+            Some(h)
+        })
+        .collect()
+}
+
+/// The rows of candidates $2 (of owner $1, or any owner's), with their
+/// conversation, cosine distance to the query ($3, when there is one),
+/// whether they fall in the time window (the last parameter) and the
+/// memories they were stored over. A statement of its own, never a join
+/// of a candidate function to the table: on Citus a statement over
+/// engram.memories runs on the shard, and a plain equality on the owner
+/// keeps it to the owner's one.
+fn rows_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOid>) {
+    use pg_sys::BuiltinOid::*;
+    let mut types = vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)];
+    let (distance, window) = match vector {
+        Some(v) => {
+            types.push(PgOid::from(v));
+            ("m.embedding <=> $3", "$4")
+        }
+        None => ("NULL::float8", "$3"),
+    };
+    types.push(PgOid::BuiltIn(TSTZRANGEOID));
+    let owner = if owned { "m.owner = $1" } else { "$1::text IS NULL" };
+    let columns = HIT_COLUMNS
+        .split(", ")
+        .map(|c| format!("m.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        format!(
+            "SELECT {columns}, m.session_id, {distance}, coalesce({window} @> m.occurred_at, false),
+                    m.metadata -> 'engram_forced_over'
+             FROM engram.memories m WHERE {owner} AND m.id = ANY ($2)"
+        ),
+        types,
+    )
+}
+
+/// The text leg's candidates (engram._lexical): id and text score.
+fn text_leg(client: &SpiClient<'_>, scope: &Scope, words: &str, pool: i32, indexed: bool) -> Vec<(Uuid, f32)> {
+    KEPT.with_borrow_mut(|kept| {
+        let plan = crate::kept::kept(&mut kept.lexical, client, || {
+            use pg_sys::BuiltinOid::*;
+            let mut types = scope_types();
+            types.extend([
+                PgOid::BuiltIn(TEXTOID),
+                PgOid::BuiltIn(INT4OID),
+                PgOid::BuiltIn(BOOLOID),
+            ]);
+            (
+                format!(
+                    "SELECT l.id, l.rank FROM engram._lexical(ROW({SCOPE_TYPES})::engram.read_scope, $16, $17,
+                                                             engram._exact_query($16), $18) l"
+                ),
+                types,
+            )
+        });
+        let mut args = scope.values();
+        args.extend([words.into(), pool.into(), indexed.into()]);
+        client
+            .select(plan, None, &args)
+            .unwrap_or_else(|e| error!("engram: the text leg failed: {e}"))
+            .filter_map(|row| Some((col::<Uuid>(&row, 1)?, col::<f32>(&row, 2)?)))
+            .collect()
+    })
+}
+
+/// The SQL types of the read scope's fields, in engram.read_scope's order.
+fn scope_types() -> Vec<PgOid> {
+    use pg_sys::BuiltinOid::*;
+    [
+        TEXTOID,
+        TEXTARRAYOID,
+        TEXTOID,
+        TEXTARRAYOID,
+        TEXTARRAYOID,
+        TEXTARRAYOID,
+        TEXTOID,
+        TIMESTAMPTZOID,
+        TIMESTAMPTZOID,
+        INT2OID,
+        TEXTOID,
+        TEXTOID,
+        TIMESTAMPTZOID,
+        TEXTARRAYOID,
+        JSONBOID,
+    ]
+    .into_iter()
+    .map(PgOid::BuiltIn)
+    .collect()
+}
+
+/// The query vector against the memories' dimension: a vector of another
+/// dimension, or the zero vector (which has no direction), gets
+/// engram-core's precise error.
+fn check_query_vector(e: RawVector) {
+    // SAFETY: the caller's vector argument, live for the call.
+    let values = unsafe { e.values() };
+    let dims: i32 = Spi::connect(|client| {
+        KEPT.with_borrow_mut(|kept| {
+            let plan = crate::kept::kept(&mut kept.dims, client, || {
+                (
+                    "SELECT a.atttypmod FROM pg_catalog.pg_attribute a
+                     WHERE a.attrelid = 'engram.memories'::regclass AND a.attname = 'embedding'"
+                        .into(),
+                    vec![],
+                )
+            });
+            let row = client
+                .select(plan, None, &[])
+                .unwrap_or_else(|e| error!("engram: reading the embedding dimension failed: {e}"))
+                .first();
+            row.get::<i32>(1).ok().flatten().unwrap_or(-1)
+        })
+    });
+    if usize::try_from(dims).ok() != Some(values.len()) || values.iter().all(|v| *v == 0.0) {
+        use crate::errors::OrRaise;
+        engram_core::validate::check_embedding(&values, dims, "query_embedding").or_raise();
+    }
+}
+
+/// The hits of the store as it stood at `at` (engram._search_as_of), with
+/// each hit's conversation.
+fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) -> Vec<Hit> {
+    let vector = match q.embedding {
+        Some(_) => "$17",
+        None => "NULL::vector",
+    };
+    let sql = format!(
+        "SELECT {HIT_COLUMNS}, NULL::text, h.similarity, h.score, h.metadata -> 'engram_forced_over'
+         FROM unnest(engram._search_as_of(ROW({SCOPE_TYPES})::engram.read_scope, $16, {vector}, $18, $19, $20,
+                                          $21, $22)) h"
+    );
+    let mut args = scope.values();
+    args.push(at.into());
+    args.push(match q.embedding {
+        // SAFETY: the caller's vector, with its own type's oid.
+        Some(e) => unsafe { DatumWithOid::new(e, e.oid()) },
+        None => DatumWithOid::null_oid(pg_sys::TEXTOID),
+    });
+    args.extend([
+        q.text.clone().into(),
+        q.k.into(),
+        q.min_similarity.into(),
+        q.window_value(),
+        ids.into(),
+    ]);
+    Spi::connect(|client| {
+        let mut hits: Vec<Hit> = client
+            .select(sql.as_str(), None, &args)
+            .unwrap_or_else(|e| error!("engram: the search of the past failed: {e}"))
+            .map(|row| {
+                let mut h = hit(&row);
+                h.similarity = col(&row, 17);
+                h.score = col(&row, 18).unwrap_or(0.0);
+                h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
+                h
+            })
+            .collect();
+        if let Some(owner) = &scope.owner {
+            let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
+            let sessions: HashMap<[u8; 16], String> = client
+                .select(
+                    "SELECT m.id, m.session_id FROM engram.memories m
+                     WHERE m.owner = $1 AND m.id = ANY ($2) AND m.session_id IS NOT NULL",
+                    None,
+                    &[owner.clone().into(), ids.into()],
+                )
+                .unwrap_or_else(|e| error!("engram: reading the hits' conversations failed: {e}"))
+                .filter_map(|row| Some((*col::<Uuid>(&row, 1)?.as_bytes(), col::<String>(&row, 2)?)))
+                .collect();
+            for h in &mut hits {
+                h.session = sessions.get(h.id.as_bytes()).cloned();
+            }
+        }
+        hits
+    })
+}
+
+/// engram.search's last steps over its hits (see [`_search_hits`]).
+fn finish(
+    scope: &Scope,
+    q: &Search,
+    hits: Vec<Hit>,
+    search_k: Option<i32>,
+    group: bool,
+    refresh_ttl: bool,
+) -> Vec<Hit> {
+    let k = engram_core::search::clamp_k(search_k);
+    let owner = scope.owner.clone();
+    let mut hits = newer_first(owner.as_deref(), hits, k);
+    if group {
+        hits = by_session(hits, k);
+    }
+    // SAFETY: a plain read of a backend global.
+    let read_only = unsafe { pg_sys::XactReadOnly };
+    if !read_only {
+        let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
+        Spi::connect_mut(|client| {
+            if !ids.is_empty() {
+                touch(client, owner.clone(), ids.clone());
+            }
+            if refresh_ttl {
+                client
+                    .update(
+                        "SELECT engram._refresh_ttl($1, $2)",
+                        None,
+                        &[owner.clone().into(), ids.into()],
+                    )
+                    .unwrap_or_else(|e| error!("engram: renewing the hits' lifetimes failed: {e}"));
+            }
+            if hits.is_empty() {
+                client
+                    .update(
+                        "SELECT engram._miss($1, $2, $3)",
+                        None,
+                        &[
+                            owner.clone().into(),
+                            q.text.clone().into(),
+                            q.embedding.is_some().into(),
+                        ],
+                    )
+                    .unwrap_or_else(|e| error!("engram: recording the miss failed: {e}"));
+            }
+        });
+    }
+    hits
+}
+
+/// Counts an access for each hit, in the stats table beside the memories
+/// (never in the rows the HNSW index points at), in a fixed lock order so
+/// that concurrent searches never deadlock. Not in a read-only transaction
+/// (a hot standby cannot even plan a statement over the unlogged table).
+fn touch(client: &mut SpiClient<'_>, owner: Option<String>, ids: Vec<Uuid>) {
+    KEPT.with_borrow_mut(|kept| {
+        let plan = crate::kept::kept(&mut kept.touch, client, || {
+            use pg_sys::BuiltinOid::*;
+            (
+                "INSERT INTO engram.memory_access AS a (memory_id, owner, access_count, last_accessed_at)
+                 SELECT DISTINCT i, $1, 1, now() FROM unnest($2::uuid[]) i
+                 ORDER BY 1
+                 ON CONFLICT (owner, memory_id) DO UPDATE
+                     SET access_count = a.access_count + 1, last_accessed_at = excluded.last_accessed_at"
+                    .into(),
+                vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
+            )
+        });
+        client
+            .update(plan, None, &[owner.into(), ids.into()])
+            .unwrap_or_else(|e| error!("engram: counting the hits' accesses failed: {e}"));
+    });
+}
+
+/// Of two facts found together that contradict each other, the newer
+/// first: each memory stored over a conflict (its metadata's
+/// engram_forced_over names them) and each of the first `k` (at most 20)
+/// facts (not events, keyed items, resources or skills: each of those is
+/// its own document) that engram-core's conflict rules find contradicted
+/// by a newer one among them ("newer" by valid_from) gets a score just
+/// under the newer one's.
+fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32) -> Vec<Hit> {
+    if hits.len() < 2 {
+        return hits;
+    }
+    let first = usize::try_from(k.min(20)).unwrap_or(0).min(hits.len());
+    let facts: Vec<usize> = (0..first)
+        .filter(|&i| {
+            let h = &hits[i];
+            h.kind.as_deref().is_some_and(|k| k != "episodic")
+                && h.key.is_none()
+                && h.source.as_deref() == Some("memory")
+        })
+        .collect();
+    // the newer hit (its position) that contradicts each
+    let mut newer: HashMap<usize, usize> = HashMap::new();
+    if facts.len() >= 2 {
+        let ids: Vec<Uuid> = facts.iter().map(|&i| hits[i].id).collect();
+        let cosines = pairwise_cosines(owner, ids);
+        let texts: Vec<&str> = facts
+            .iter()
+            .map(|&i| hits[i].content.as_deref().unwrap_or(""))
+            .collect();
+        let times: Vec<f64> = facts.iter().map(|&i| epoch(hits[i].valid_from)).collect();
+        let threshold = crate::gucs::_setting_conflict_threshold();
+        for (r, by) in engram_core::conflict::contradicted_by(&texts, &times, &cosines, threshold)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(j) = by {
+                newer.insert(facts[r], facts[j]);
+            }
+        }
+    }
+    if newer.is_empty() && hits.iter().all(|h| h.forced_over.is_none()) {
+        return hits;
+    }
+    let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+    let new_scores: Vec<f32> = hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let id = h.id.to_string();
+            let mut s = h.score;
+            let over = hits
+                .iter()
+                .filter(|n| n.forced_over.as_ref().is_some_and(|f| json_has(f, &id)))
+                .map(|n| n.score)
+                .reduce(f32::min);
+            if let Some(o) = over {
+                s = s.min(o * 0.999);
+            }
+            if let Some(&j) = newer.get(&i) {
+                s = s.min(scores[j] * 0.999);
+            }
+            s
+        })
+        .collect();
+    for (h, s) in hits.iter_mut().zip(new_scores) {
+        h.score = s;
+    }
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()))
+    });
+    hits
+}
+
+/// jsonb's `?`: the string is a top-level key, array element or the
+/// scalar itself.
+fn json_has(v: &serde_json::Value, s: &str) -> bool {
+    match v {
+        serde_json::Value::Object(o) => o.contains_key(s),
+        serde_json::Value::Array(a) => a.iter().any(|e| e.as_str() == Some(s)),
+        serde_json::Value::String(x) => x == s,
+        _ => false,
+    }
+}
+
+/// Seconds since 1970 (extract(epoch ...)); 0 for none.
+fn epoch(t: Option<Tstz>) -> f64 {
+    // Postgres counts microseconds from 2000-01-01
+    const PG_EPOCH_US: i64 = 946_684_800_000_000;
+    t.map_or(0.0, |t| (pg_sys::TimestampTz::from(t) + PG_EPOCH_US) as f64 / 1e6)
+}
+
+/// The row-major matrix of the memories' pairwise cosine similarities
+/// (pgvector's; 0 where one has no embedding).
+fn pairwise_cosines(owner: Option<&str>, ids: Vec<Uuid>) -> Vec<f32> {
+    Spi::connect(|client| {
+        KEPT.with_borrow_mut(|kept| {
+            let plan = crate::kept::kept(&mut kept.cosines, client, || {
+                use pg_sys::BuiltinOid::*;
+                (
+                    "WITH e AS (
+                         SELECT x.i, m.embedding FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, i)
+                         LEFT JOIN engram.memories m ON m.owner = $1 AND m.id = x.id)
+                     SELECT array_agg(coalesce((1 - (a.embedding <=> b.embedding))::real, 0) ORDER BY a.i, b.i)
+                     FROM e a CROSS JOIN e b"
+                        .into(),
+                    vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
+                )
+            });
+            let row = client
+                .select(plan, None, &[owner.map(str::to_owned).into(), ids.into()])
+                .unwrap_or_else(|e| error!("engram: comparing the hits failed: {e}"))
+                .first();
+            row.get::<Vec<Option<f32>>>(1)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.unwrap_or(0.0))
+                .collect()
+        })
+    })
+}
+
+/// Hits grouped by conversation: the `k` conversations whose best turn
+/// scores highest, each with its best turns (at most 3), best conversation
+/// first, best turn first within it. A memory without a conversation is a
+/// group of its own.
+fn by_session(hits: Vec<Hit>, k: i32) -> Vec<Hit> {
+    let group = |h: &Hit| h.session.clone().unwrap_or_else(|| h.id.to_string());
+    // each group's turns, best first
+    let mut groups: HashMap<String, Vec<Hit>> = HashMap::new();
+    for h in hits {
+        groups.entry(group(&h)).or_default().push(h);
+    }
+    let mut groups: Vec<(String, Vec<Hit>)> = groups.into_iter().collect();
+    for (_, turns) in &mut groups {
+        turns.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()))
+        });
+        turns.truncate(3);
+    }
+    groups.sort_by(|a, b| b.1[0].score.total_cmp(&a.1[0].score).then_with(|| a.0.cmp(&b.0)));
+    groups.truncate(usize::try_from(k).unwrap_or(0));
+    groups.into_iter().flat_map(|(_, turns)| turns).collect()
+}

@@ -1,0 +1,72 @@
+-- engram 0.21.0 -> 0.22.0 (ALTER EXTENSION engram UPDATE TO '0.22.0')
+--
+-- 0.22.0: a search runs in Rust from its candidates to its hits.
+--   * engram._search_hits: the legs, the candidates' rows, engram-core's
+--     ranking, and for engram.search the newer-fact ordering, grouping by
+--     conversation, access counts, renewed lifetimes and the miss record,
+--     as plans prepared once per session; its arguments are the read
+--     scope's fields and its result names its columns (no type the API
+--     owns);
+--   * engram.search calls it once; engram._search (ghost_search, context)
+--     wraps it; the plpgsql _newer_first and _by_session are gone with
+--     the previous API.
+--
+-- No table changes. Built as sql/README.md says; _install_api drops the
+-- previous API and loads this one from the library.
+
+\echo Use "ALTER EXTENSION engram UPDATE TO '0.22.0'" to load this file. \quit
+
+CREATE FUNCTION engram."_search_hits"(
+	"owner" TEXT, /* Option < String > */
+	"statuses" TEXT[], /* Option < Texts > */
+	"internal_type" TEXT, /* Option < String > */
+	"kinds" TEXT[], /* Option < Texts > */
+	"tags_all" TEXT[], /* Option < Texts > */
+	"tags_any" TEXT[], /* Option < Texts > */
+	"session_id" TEXT, /* Option < String > */
+	"created_after" timestamp with time zone, /* Option < Tstz > */
+	"created_before" timestamp with time zone, /* Option < Tstz > */
+	"max_level" smallint, /* Option < i16 > */
+	"space" TEXT, /* Option < String > */
+	"group_id" TEXT, /* Option < String > */
+	"valid_at" timestamp with time zone, /* Option < Tstz > */
+	"namespace_prefix" TEXT[], /* Option < Texts > */
+	"filter" jsonb, /* Option < RawJsonb > */
+	"p_embedding" vector, /* Option < RawVector > */
+	"p_text" TEXT, /* Option < String > */
+	"p_k" INT, /* Option < i32 > */
+	"p_min_similarity" real, /* Option < f32 > */
+	"p_window" tstzrange, /* Option < Range < Tstz > > */
+	"p_indexed" bool, /* bool */
+	"p_known_at" timestamp with time zone, /* Option < Tstz > */
+	"p_ids" uuid[], /* :: std :: option :: Option < Vec < Option < Uuid > > > */
+	"p_finish" bool, /* bool */
+	"p_search_k" INT, /* Option < i32 > */
+	"p_group_sessions" bool, /* bool */
+	"p_refresh_ttl" bool /* bool */
+) RETURNS TABLE (
+	"id" uuid,  /* Uuid */
+	"content" TEXT,  /* Option < String > */
+	"kind" TEXT,  /* Option < String > */
+	"tags" TEXT[],  /* Option < Texts > */
+	"metadata" jsonb,  /* Option < RawJsonb > */
+	"similarity" real,  /* Option < f32 > */
+	"score" real,  /* f32 */
+	"trust_score" real,  /* Option < f32 > */
+	"staleness_score" real,  /* Option < f32 > */
+	"created_at" timestamp with time zone,  /* Option < Tstz > */
+	"source" TEXT,  /* Option < String > */
+	"occurred_at" timestamp with time zone,  /* Option < Tstz > */
+	"valid_from" timestamp with time zone,  /* Option < Tstz > */
+	"valid_to" timestamp with time zone,  /* Option < Tstz > */
+	"namespace" TEXT[],  /* Option < Texts > */
+	"key" TEXT,  /* Option < String > */
+	"value" jsonb,  /* Option < RawJsonb > */
+	"session" TEXT  /* Option < String > */
+)
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_search_hits_wrapper';
+
+UPDATE engram.configuration SET version = '0.22.0';
+
+SELECT engram._install_api('0.22.0');
