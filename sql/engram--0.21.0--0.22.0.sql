@@ -37,13 +37,13 @@ CREATE FUNCTION engram."_search_hits"(
 	"p_k" INT, /* Option < i32 > */
 	"p_min_similarity" real, /* Option < f32 > */
 	"p_window" tstzrange, /* Option < Range < Tstz > > */
-	"p_indexed" bool, /* bool */
+	"p_indexed" bool, /* Option < bool > */
 	"p_known_at" timestamp with time zone, /* Option < Tstz > */
 	"p_ids" uuid[], /* :: std :: option :: Option < Vec < Option < Uuid > > > */
-	"p_finish" bool, /* bool */
+	"p_finish" bool, /* Option < bool > */
 	"p_search_k" INT, /* Option < i32 > */
-	"p_group_sessions" bool, /* bool */
-	"p_refresh_ttl" bool /* bool */
+	"p_group_sessions" bool, /* Option < bool > */
+	"p_refresh_ttl" bool /* Option < bool > */
 ) RETURNS TABLE (
 	"id" uuid,  /* Uuid */
 	"content" TEXT,  /* Option < String > */

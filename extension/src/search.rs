@@ -15,7 +15,7 @@ use pgrx::datum::{DatumWithOid, Range, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData};
-use pgrx::{JsonB, PgOid};
+use pgrx::{JsonB, PgMemoryContexts, PgOid};
 
 use crate::knn::{knn, Scope, SCOPE_TYPES};
 use crate::raw::{RawJsonb, RawVector};
@@ -75,6 +75,28 @@ fn hit(row: &SpiHeapTupleData<'_>) -> Hit {
         value: col(row, 15),
         session: None,
         forced_over: None,
+    }
+}
+
+/// Reads rows with what pgrx copies out of them (detoasted text, arrays,
+/// the jsonb kept for the result) landing in `target`, the call's own
+/// context: pgrx copies into the parent of the current context, which
+/// inside an SPI connection is the transaction's, freed only at commit (a
+/// statement that searched many times would hold every search's rows).
+fn reading_into<R>(target: pg_sys::MemoryContext, f: impl FnOnce() -> R) -> R {
+    // SAFETY: a child of a live context, current only while `f` reads; an
+    // error deletes it with its parent.
+    unsafe {
+        let scratch = pg_sys::AllocSetContextCreateExtended(
+            target,
+            c"engram search rows".as_ptr(),
+            pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+            pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+            pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+        );
+        let out = PgMemoryContexts::For(scratch).switch_to(|_| f());
+        pg_sys::MemoryContextDelete(scratch);
+        out
     }
 }
 
@@ -146,13 +168,13 @@ fn _search_hits(
     p_k: Option<i32>,
     p_min_similarity: Option<f32>,
     p_window: Option<Range<Tstz>>,
-    p_indexed: bool,
+    p_indexed: Option<bool>,
     p_known_at: Option<Tstz>,
     p_ids: Option<Vec<Option<Uuid>>>,
-    p_finish: bool,
+    p_finish: Option<bool>,
     p_search_k: Option<i32>,
-    p_group_sessions: bool,
-    p_refresh_ttl: bool,
+    p_group_sessions: Option<bool>,
+    p_refresh_ttl: Option<bool>,
 ) -> TableIterator<
     'static,
     (
@@ -181,6 +203,16 @@ fn _search_hits(
             error!("engram._search_hits needs its query's type: call it from SQL");
         }
     }
+    // (a scope of every owner's memories is never one: the statements
+    // below read the owner's, or a space's or group's publications)
+    let finishing = p_finish.unwrap_or(false);
+    if (owner.is_none() && space.is_none() && group_id.is_none()) || (finishing && owner.is_none()) {
+        ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "internal error: a read scope without an owner"
+        );
+    }
     let scope = Scope {
         owner,
         statuses,
@@ -199,6 +231,9 @@ fn _search_hits(
         filter,
     };
     let query = Search {
+        // SAFETY: a plain read; pgrx runs a set-returning function's first
+        // call in the context that lives until its last row is returned.
+        memory: unsafe { pg_sys::CurrentMemoryContext },
         embedding: p_embedding,
         text: p_text,
         k: p_k,
@@ -207,10 +242,17 @@ fn _search_hits(
     };
     let mut hits = match p_known_at {
         Some(at) => as_of(&scope, &query, at, p_ids),
-        None => ranked(&scope, &query, p_indexed),
+        None => ranked(&scope, &query, p_indexed.unwrap_or(false)),
     };
-    if p_finish {
-        hits = finish(&scope, &query, hits, p_search_k, p_group_sessions, p_refresh_ttl);
+    if finishing {
+        hits = finish(
+            &scope,
+            &query,
+            hits,
+            p_search_k,
+            p_group_sessions.unwrap_or(false),
+            p_refresh_ttl.unwrap_or(false),
+        );
     }
     TableIterator::new(hits.into_iter().map(|h| {
         (
@@ -238,6 +280,8 @@ fn _search_hits(
 
 /// What a search asks for.
 struct Search {
+    /// where the rows read are kept (the call's context)
+    memory: pg_sys::MemoryContext,
     embedding: Option<RawVector>,
     text: Option<String>,
     k: Option<i32>,
@@ -330,18 +374,21 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
                 args.push(unsafe { DatumWithOid::new(e, e.oid()) });
             }
             args.push(q.window_value());
-            client
+            let table = client
                 .select(plan, None, &args)
-                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"))
-                .map(|row| {
-                    let mut h = hit(&row);
-                    h.session = col(&row, 16);
-                    let distance: Option<f64> = col(&row, 17);
-                    let in_window: bool = col(&row, 18).unwrap_or(false);
-                    h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
-                    (h, distance, in_window)
-                })
-                .collect::<Vec<_>>()
+                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"));
+            reading_into(q.memory, || {
+                table
+                    .map(|row| {
+                        let mut h = hit(&row);
+                        h.session = col(&row, 16);
+                        let distance: Option<f64> = col(&row, 17);
+                        let in_window: bool = col(&row, 18).unwrap_or(false);
+                        h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
+                        (h, distance, in_window)
+                    })
+                    .collect::<Vec<_>>()
+            })
         })
     });
 
@@ -523,29 +570,35 @@ fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) ->
         ids.into(),
     ]);
     Spi::connect(|client| {
-        let mut hits: Vec<Hit> = client
+        let table = client
             .select(sql.as_str(), None, &args)
-            .unwrap_or_else(|e| error!("engram: the search of the past failed: {e}"))
-            .map(|row| {
-                let mut h = hit(&row);
-                h.similarity = col(&row, 17);
-                h.score = col(&row, 18).unwrap_or(0.0);
-                h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
-                h
-            })
-            .collect();
+            .unwrap_or_else(|e| error!("engram: the search of the past failed: {e}"));
+        let mut hits: Vec<Hit> = reading_into(q.memory, || {
+            table
+                .map(|row| {
+                    let mut h = hit(&row);
+                    h.similarity = col(&row, 17);
+                    h.score = col(&row, 18).unwrap_or(0.0);
+                    h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
+                    h
+                })
+                .collect()
+        });
         if let Some(owner) = &scope.owner {
             let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
-            let sessions: HashMap<[u8; 16], String> = client
+            let table = client
                 .select(
                     "SELECT m.id, m.session_id FROM engram.memories m
                      WHERE m.owner = $1 AND m.id = ANY ($2) AND m.session_id IS NOT NULL",
                     None,
                     &[owner.clone().into(), ids.into()],
                 )
-                .unwrap_or_else(|e| error!("engram: reading the hits' conversations failed: {e}"))
-                .filter_map(|row| Some((*col::<Uuid>(&row, 1)?.as_bytes(), col::<String>(&row, 2)?)))
-                .collect();
+                .unwrap_or_else(|e| error!("engram: reading the hits' conversations failed: {e}"));
+            let sessions: HashMap<[u8; 16], String> = reading_into(q.memory, || {
+                table
+                    .filter_map(|row| Some((*col::<Uuid>(&row, 1)?.as_bytes(), col::<String>(&row, 2)?)))
+                    .collect()
+            });
             for h in &mut hits {
                 h.session = sessions.get(h.id.as_bytes()).cloned();
             }
@@ -565,7 +618,7 @@ fn finish(
 ) -> Vec<Hit> {
     let k = engram_core::search::clamp_k(search_k);
     let owner = scope.owner.clone();
-    let mut hits = newer_first(owner.as_deref(), hits, k);
+    let mut hits = newer_first(owner.as_deref(), hits, k, q.memory);
     if group {
         hits = by_session(hits, k);
     }
@@ -635,7 +688,7 @@ fn touch(client: &mut SpiClient<'_>, owner: Option<String>, ids: Vec<Uuid>) {
 /// its own document) that engram-core's conflict rules find contradicted
 /// by a newer one among them ("newer" by valid_from) gets a score just
 /// under the newer one's.
-fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32) -> Vec<Hit> {
+fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32, memory: pg_sys::MemoryContext) -> Vec<Hit> {
     if hits.len() < 2 {
         return hits;
     }
@@ -652,7 +705,7 @@ fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32) -> Vec<Hit> {
     let mut newer: HashMap<usize, usize> = HashMap::new();
     if facts.len() >= 2 {
         let ids: Vec<Uuid> = facts.iter().map(|&i| hits[i].id).collect();
-        let cosines = pairwise_cosines(owner, ids);
+        let cosines = pairwise_cosines(owner, ids, memory);
         let texts: Vec<&str> = facts
             .iter()
             .map(|&i| hits[i].content.as_deref().unwrap_or(""))
@@ -723,7 +776,7 @@ fn epoch(t: Option<Tstz>) -> f64 {
 
 /// The row-major matrix of the memories' pairwise cosine similarities
 /// (pgvector's; 0 where one has no embedding).
-fn pairwise_cosines(owner: Option<&str>, ids: Vec<Uuid>) -> Vec<f32> {
+fn pairwise_cosines(owner: Option<&str>, ids: Vec<Uuid>, memory: pg_sys::MemoryContext) -> Vec<f32> {
     Spi::connect(|client| {
         KEPT.with_borrow_mut(|kept| {
             let plan = crate::kept::kept(&mut kept.cosines, client, || {
@@ -738,11 +791,10 @@ fn pairwise_cosines(owner: Option<&str>, ids: Vec<Uuid>) -> Vec<f32> {
                     vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
                 )
             });
-            let row = client
+            let table = client
                 .select(plan, None, &[owner.map(str::to_owned).into(), ids.into()])
-                .unwrap_or_else(|e| error!("engram: comparing the hits failed: {e}"))
-                .first();
-            row.get::<Vec<Option<f32>>>(1)
+                .unwrap_or_else(|e| error!("engram: comparing the hits failed: {e}"));
+            reading_into(memory, || table.first().get::<Vec<Option<f32>>>(1))
                 .ok()
                 .flatten()
                 .unwrap_or_default()

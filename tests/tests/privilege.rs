@@ -570,6 +570,10 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          CREATE VIEW app.near AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(k.id::text, ',')
              FROM engram._knn('[1,0,0,0]'::vector, 5, 'bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                               NULL, NULL, NULL, NULL, NULL) k));
+         CREATE VIEW app.hits AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(h.id::text, ',')
+             FROM engram._search_hits('bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                      NULL, NULL, NULL, '[1,0,0,0]'::vector, 'planning', 5, NULL, NULL, false, NULL,
+                                      NULL, false, NULL, false, false) h));
          CREATE VIEW app.stats AS SELECT * FROM app.empty WHERE x = app.leak(engram.stats(owner => 'bob')::text);
          CREATE TABLE app.guarded (x text); INSERT INTO app.guarded VALUES ('row');
          ALTER TABLE app.guarded ENABLE ROW LEVEL SECURITY;
@@ -594,6 +598,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          EXPLAIN SELECT * FROM app.pinned;
          SELECT count(*) FROM app.pinned;
          SELECT count(*) FROM app.near;
+         SELECT count(*) FROM app.hits;
          EXPLAIN SELECT * FROM app.stats;
          SELECT count(*) FROM app.guarded;
          EXPLAIN SELECT * FROM app.guarded;
@@ -617,14 +622,17 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
                 "bob's secret reached the channel ({who}):\n{out}"
             );
         }
-        // the k-nearest helper refused the superuser's statement itself
-        // (the non-superuser DBA has no EXECUTE on it)
+        // the k-nearest and search helpers refused the superuser's
+        // statements themselves (the non-superuser DBA has no EXECUTE on
+        // them)
         if who.is_empty() {
-            assert!(
-                out.lines()
-                    .any(|l| l.contains("engram._knn") && l.contains("runs only inside engram")),
-                "{out}"
-            );
+            for helper in ["engram._knn", "engram._search_hits"] {
+                assert!(
+                    out.lines()
+                        .any(|l| l.contains(helper) && l.contains("runs only inside engram")),
+                    "{helper}: {out}"
+                );
+            }
         }
         // what was refused says why
         for line in out.lines().filter(|l| l.contains("ERROR")) {

@@ -28,8 +28,9 @@ DECLARE
     v_state   jsonb;
     v_summary jsonb;
     v_tools   jsonb;
-    v_hits    engram.search_hit[] := '{}';
+    v_memories jsonb := '[]';
     v_shown   uuid[];
+    v_text    text := nullif(btrim(context.query_text), '');
     v_result  jsonb;
     v_latest engram.states;
 BEGIN
@@ -82,16 +83,27 @@ BEGIN
         ORDER BY e.created_at DESC LIMIT 5
     ) t;
 
-    -- The top memories for the query, past what the other sections show.
-    IF context.query_embedding IS NOT NULL OR nullif(btrim(context.query_text), '') IS NOT NULL THEN
+    -- The top memories for the query, past what the other sections show
+    -- (engram._search_hits, as engram._search runs it).
+    IF context.query_embedding IS NOT NULL OR v_text IS NOT NULL THEN
         v_shown := array_remove(ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_tools) x)
                                 || (v_summary ->> 'id')::uuid, NULL);
-        v_hits := engram._search(
-            ROW(v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
-            context.query_embedding, context.query_text, v_depth + cardinality(v_shown),
-            engram._similarity_floor(NULL, context.query_embedding IS NOT NULL
-                                           AND nullif(btrim(context.query_text), '') IS NOT NULL),
-            engram.time_window(context.query_text), true);
+        SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'kind', h.kind, 'content', h.content,
+                                                     'score', round(h.score::numeric, 4),
+                                                     'age_s', round(extract(epoch FROM now() - h.created_at)))
+                                  ORDER BY h.n), '[]')
+        INTO v_memories
+        FROM (SELECT x.* FROM engram._search_hits(
+                  v_owner, '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                  context.query_embedding, context.query_text, v_depth + cardinality(v_shown),
+                  CASE WHEN context.query_embedding IS NOT NULL AND v_text IS NOT NULL
+                       THEN engram._setting_similarity_floor() ELSE 0 END,
+                  CASE WHEN v_text IS NOT NULL THEN engram.time_window(context.query_text) END,
+                  true, NULL, NULL, false, NULL, false, false)
+                  WITH ORDINALITY AS x(id, content, kind, tags, metadata, similarity, score, trust_score,
+                                       staleness_score, created_at, source, occurred_at, valid_from, valid_to,
+                                       namespace, key, value, session, n)
+              WHERE x.id <> ALL (coalesce(v_shown, '{}')) ORDER BY x.n LIMIT v_depth) h;
     END IF;
 
     v_result := engram._render_context(jsonb_build_object(
@@ -99,13 +111,7 @@ BEGIN
         'slots', engram._pinned_slots(v_owner, w.name),
         'summary', v_summary,
         'tool_events', v_tools,
-        'memories', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'kind', h.kind, 'content', h.content,
-                         'score', round(h.score::numeric, 4), 'age_s', round(extract(epoch FROM now() - h.created_at)))
-                         ORDER BY h.n), '[]')
-                     FROM (SELECT x.* FROM unnest(v_hits) WITH ORDINALITY AS x(id, content, kind, tags, metadata,
-                               similarity, score, trust_score, staleness_score, created_at, source,
-                               occurred_at, valid_from, valid_to, n)
-                           WHERE x.id <> ALL (coalesce(v_shown, '{}')) ORDER BY x.n LIMIT v_depth) h)),
+        'memories', v_memories),
         context.budget_chars);
     PERFORM engram._touch(v_owner, ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements(v_result -> 'memories') x));
     RETURN v_result || jsonb_build_object('workspace', w.name, 'depth', v_depth);
