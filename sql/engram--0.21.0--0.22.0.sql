@@ -7,9 +7,12 @@
 --     as plans prepared once per session; its arguments are the read
 --     scope's fields and its result names its columns (no type the API
 --     owns);
---   * engram.search calls it once; engram._search (ghost_search, context)
---     wraps it; the plpgsql _newer_first and _by_session are gone with
---     the previous API.
+--   * engram._text_index_read: the text leg's bounded read of the text
+--     index (rounds of MaxScore over the postings) in Rust, on kept plans;
+--     _lexical_indexed (plpgsql) keeps only the scoring of every match;
+--   * engram.search calls _search_hits once; engram._search (ghost_search)
+--     wraps it and engram.context reads it; the plpgsql _newer_first and
+--     _by_session are gone with the previous API.
 --
 -- No table changes. Built as sql/README.md says; _install_api drops the
 -- previous API and loads this one from the library.
@@ -66,6 +69,31 @@ CREATE FUNCTION engram."_search_hits"(
 )
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_search_hits_wrapper';
+
+CREATE FUNCTION engram."_text_index_read"(
+	"owner" TEXT, /* Option < String > */
+	"statuses" TEXT[], /* Option < Texts > */
+	"internal_type" TEXT, /* Option < String > */
+	"kinds" TEXT[], /* Option < Texts > */
+	"tags_all" TEXT[], /* Option < Texts > */
+	"tags_any" TEXT[], /* Option < Texts > */
+	"session_id" TEXT, /* Option < String > */
+	"created_after" timestamp with time zone, /* Option < Tstz > */
+	"created_before" timestamp with time zone, /* Option < Tstz > */
+	"max_level" smallint, /* Option < i16 > */
+	"space" TEXT, /* Option < String > */
+	"group_id" TEXT, /* Option < String > */
+	"valid_at" timestamp with time zone, /* Option < Tstz > */
+	"namespace_prefix" TEXT[], /* Option < Texts > */
+	"filter" jsonb, /* Option < RawJsonb > */
+	"p_text" TEXT, /* Option < String > */
+	"p_n" INT /* Option < i32 > */
+) RETURNS TABLE (
+	"id" uuid,  /* Uuid */
+	"rank" real  /* f32 */
+)
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_text_index_read_wrapper';
 
 UPDATE engram.configuration SET version = '0.22.0';
 

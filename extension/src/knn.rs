@@ -631,7 +631,7 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
 }
 
 /// Whether engram's tables are distributed (Citus knows engram.memories).
-fn distributed(client: &SpiClient<'_>) -> bool {
+pub(crate) fn distributed(client: &SpiClient<'_>) -> bool {
     client
         .select(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'engram.memories'::pg_catalog.regclass)",

@@ -27,6 +27,7 @@ mod scope;
 mod scoring;
 mod search;
 mod security;
+mod text_leg;
 mod time;
 mod upgrade;
 

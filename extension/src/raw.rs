@@ -1,4 +1,4 @@
-//! Values passed through as they came: a pgvector `vector` and a `jsonb`,
+//! Values passed through as they came: a pgvector `vector`, a `jsonb`, a `tsquery`,
 //! kept as datums (decoding a jsonb into Rust and back would cost a parse
 //! and could change its numbers). An argument is the caller's datum; a
 //! value read from an SPI row is copied out of SPI's memory, into the
@@ -120,6 +120,13 @@ raw_type!(
     pg_sys::JSONBOID,
     |oid| oid == pg_sys::JSONBOID,
     "A `jsonb`."
+);
+raw_type!(
+    RawTsquery,
+    "tsquery",
+    pg_sys::TSQUERYOID,
+    |oid| oid == pg_sys::TSQUERYOID,
+    "A `tsquery`."
 );
 
 impl RawVector {

@@ -83,7 +83,7 @@ fn hit(row: &SpiHeapTupleData<'_>) -> Hit {
 /// context: pgrx copies into the parent of the current context, which
 /// inside an SPI connection is the transaction's, freed only at commit (a
 /// statement that searched many times would hold every search's rows).
-fn reading_into<R>(target: pg_sys::MemoryContext, f: impl FnOnce() -> R) -> R {
+pub(crate) fn reading_into<R>(target: pg_sys::MemoryContext, f: impl FnOnce() -> R) -> R {
     // SAFETY: a child of a live context, current only while `f` reads; an
     // error deletes it with its parent.
     unsafe {
@@ -346,7 +346,7 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
 
     let near: Vec<(Uuid, f64)> = q.embedding.map_or_else(Vec::new, |e| knn(scope, e, pool));
     let lexical: Vec<(Uuid, f32)> = match words {
-        Some(w) => Spi::connect(|client| text_leg(client, scope, w, pool, indexed)),
+        Some(w) => Spi::connect(|client| text_leg(client, scope, w, pool, indexed, q.memory)),
         None => Vec::new(),
     };
     let mut legs: HashMap<[u8; 16], (Option<f64>, Option<f32>)> = HashMap::new();
@@ -460,8 +460,23 @@ fn rows_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOi
     )
 }
 
-/// The text leg's candidates (engram._lexical): id and text score.
-fn text_leg(client: &SpiClient<'_>, scope: &Scope, words: &str, pool: i32, indexed: bool) -> Vec<(Uuid, f32)> {
+/// The text leg's candidates: id and text score. Over the text index in
+/// this process when it serves the scope ([`crate::text_leg`]); otherwise
+/// engram._lexical's.
+fn text_leg(
+    client: &SpiClient<'_>,
+    scope: &Scope,
+    words: &str,
+    pool: i32,
+    indexed: bool,
+    memory: pg_sys::MemoryContext,
+) -> Vec<(Uuid, f32)> {
+    if indexed && crate::text_leg::serves(scope) {
+        if let Some(hits) = crate::text_leg::indexed(client, scope, words, pool, memory) {
+            return hits;
+        }
+    }
+    // (engram._lexical: another scope, or a distributed store)
     KEPT.with_borrow_mut(|kept| {
         let plan = crate::kept::kept(&mut kept.lexical, client, || {
             use pg_sys::BuiltinOid::*;

@@ -394,10 +394,16 @@ async fn the_restricted_role_cannot_read_the_lists() {
 /// A search runs from its candidates to its hits in one Rust call: the only
 /// plpgsql frame on a vector search's path is engram.search itself, which
 /// calls who it acts for (engram._caller) and engram._search_hits; the list
-/// rerank reads its blocks through engram._candidates. A helper that came
-/// back onto the path would show here.
+/// rerank reads its blocks through engram._candidates. A hybrid search adds
+/// only the reading of the time its query names: its text leg reads the
+/// text index in the same call. A helper that came back onto the path
+/// would show here.
 #[tokio::test]
 async fn a_vector_search_calls_one_plpgsql_function() {
+    if on_citus() {
+        // (a coordinator plans the legs for its workers: other calls)
+        return;
+    }
     let db = TestDb::new(4).await;
     let c = &db.admin;
     c.batch_execute(
@@ -447,6 +453,9 @@ async fn a_vector_search_calls_one_plpgsql_function() {
         "SELECT * FROM engram.search(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]', k => 10)",
         "SELECT * FROM engram.search(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]', k => 5,
                                      tags_all => ARRAY['t1'])",
+        // hybrid: the text leg reads the text index in the same call
+        "SELECT * FROM engram.search(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]',
+                                     query_text => 'note 17', k => 10)",
     ] {
         let (hits, calls) = called(search).await;
         assert!(hits >= 5, "{search}: {hits} hits");
@@ -456,15 +465,20 @@ async fn a_vector_search_calls_one_plpgsql_function() {
             .map(|(f, _, _)| f.as_str())
             .collect();
         let filters = search.contains("tags_all");
+        let hybrid = search.contains("query_text");
         let expected: &[&str] = if filters {
             &["_check_1d", "_check_flat_filters", "search"]
+        } else if hybrid {
+            // (the time the query names)
+            &["search", "time_window"]
         } else {
             &["search"]
         };
         assert_eq!(plpgsql, expected, "{search}: {calls:?}");
         for (f, _, n) in calls.iter().filter(|(_, lang, _)| lang == "c") {
-            let allowed =
-                ["_caller", "_search_hits", "_candidates"].contains(&f.as_str()) || (filters && f == "_check_filters");
+            let allowed = ["_caller", "_search_hits", "_candidates"].contains(&f.as_str())
+                || (filters && f == "_check_filters")
+                || (hybrid && ["_setting_similarity_floor", "_time_window_bounds", "_limit"].contains(&f.as_str()));
             assert!(allowed, "{search}: engram.{f} ({n} calls) on the path: {calls:?}");
         }
         let once = |f: &str| calls.iter().find(|(g, _, _)| g == f).map(|(_, _, n)| *n);

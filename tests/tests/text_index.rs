@@ -25,16 +25,25 @@ async fn load(db: &TestDb) {
         .unwrap();
 }
 
-/// (id, score) of the text leg over alice's scope with the extra scope
-/// fields given, read bounded or exhaustively.
-async fn read(db: &TestDb, query: &str, n: i32, scope: &str, exhaustive: bool) -> Vec<(Uuid, f32)> {
-    let sql = format!(
-        "SELECT l.id, l.rank FROM engram._lexical_indexed(
-             ROW('alice', '{{active}}', NULL, {scope}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
-             $1, $2, engram._exact_query($1), $3) l"
-    );
+/// (id, score) of the text leg over alice's scope with the kinds given,
+/// read bounded (engram._text_index_read, Rust) or by scoring every match
+/// (engram._lexical_indexed).
+async fn read(db: &TestDb, query: &str, n: i32, kinds: &str, exhaustive: bool) -> Vec<(Uuid, f32)> {
+    let sql = if exhaustive {
+        format!(
+            "SELECT l.id, l.rank FROM engram._lexical_indexed(
+                 ROW('alice', '{{active}}', NULL, {kinds}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope,
+                 $1, $2, engram._exact_query($1)) l"
+        )
+    } else {
+        format!(
+            "SELECT l.id, l.rank FROM engram._text_index_read(
+                 'alice', '{{active}}', NULL, {kinds}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                 $1, $2) l"
+        )
+    };
     db.admin
-        .query(&sql, &[&query, &n, &exhaustive])
+        .query(&sql, &[&query, &n])
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
         .iter()
@@ -108,17 +117,14 @@ async fn a_word_in_every_memory_reads_a_bounded_number_of_rows() {
     let mut db = TestDb::new(4).await;
     load(&db).await;
     let tx = db.admin.transaction().await.unwrap();
-    let scope = "ROW('alice', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::engram.read_scope";
+    let fields = "'alice', '{active}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
     let mut reads = Vec::new();
-    for exhaustive in [false, true] {
+    for read in [
+        format!("SELECT * FROM engram._text_index_read({fields}, 'item', 100)"),
+        format!("SELECT * FROM engram._lexical_indexed(ROW({fields})::engram.read_scope, 'item', 100, NULL)"),
+    ] {
         let before = fetched(&tx).await;
-        let hits = tx
-            .query(
-                &format!("SELECT * FROM engram._lexical_indexed({scope}, 'item', 100, NULL, $1)"),
-                &[&exhaustive],
-            )
-            .await
-            .unwrap();
+        let hits = tx.query(&read, &[]).await.unwrap();
         assert_eq!(hits.len(), 100);
         reads.push(fetched(&tx).await - before);
     }

@@ -78,6 +78,9 @@ REVOKE EXECUTE ON FUNCTION engram._owner(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._check_context(text, text[], boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._caller(text, text, text[], boolean) FROM PUBLIC;
 -- (and those of 0.22.0)
+REVOKE EXECUTE ON FUNCTION engram._text_index_read(text, text[], text, text[], text[], text[], text, timestamptz,
+                                                   timestamptz, smallint, text, text, timestamptz, text[], jsonb, text,
+                                                   integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._search_hits(text, text[], text, text[], text[], text[], text, timestamptz, timestamptz,
                                                smallint, text, text, timestamptz, text[], jsonb, vector, text, integer,
                                                real, tstzrange, boolean, timestamptz, uuid[], boolean, integer, boolean,

@@ -218,7 +218,7 @@ $fn$;
 --
 -- p_indexed (the caller may read every memory of the owner's internal
 -- type: no scope tags, no ghost read): the text index's statistics and its
--- bounded read (engram._lexical_indexed). Otherwise the statistics are
+-- bounded read (engram._text_index_read). Otherwise the statistics are
 -- those of the rows of the scope that match (an OR query: a long question
 -- still finds the memory holding its one rare word), so that a scoped
 -- caller's scores reveal nothing of rows it cannot see; every matching row
@@ -240,7 +240,10 @@ BEGIN
     PERFORM engram._check_scope(s);
     IF p_indexed AND s.owner IS NOT NULL AND s.statuses = '{active}' AND s.space IS NULL AND s.group_id IS NULL
        AND s.max_level IS NULL AND NOT engram._is_distributed() THEN
-        RETURN QUERY SELECT * FROM engram._lexical_indexed(s, p_text, p_n, p_exact);
+        RETURN QUERY SELECT * FROM engram._text_index_read(s.owner, s.statuses, s.internal_type, s.kinds, s.tags_all,
+                                                           s.tags_any, s.session_id, s.created_after, s.created_before,
+                                                           s.max_level, s.space, s.group_id, s.valid_at,
+                                                           s.namespace_prefix, s.filter, p_text, p_n);
         RETURN;
     END IF;
     v_rows := engram._text_rows(s, v_terms, p_exact, v_query);
@@ -251,55 +254,28 @@ BEGIN
 END
 $fn$;
 
--- The text leg over the text index of an owner's scope s: the p_n best,
--- by the score of engram-core's text_rank with the owner's statistics
--- (memories, mean length, each term's document frequency among the active
--- memories of its internal type).
--- Rounds of MaxScore over postings read shortest memory first (a term's
--- postings in falling score order): engram._text_reads names the terms to
--- read next (first the rarest, until they can fill the top p_n; then the
--- essential ones, while a memory not read yet that holds one could still
--- pass the p_n-th best score); each read takes a term's first postings,
--- 4x more than its last read. The memories not seen yet are scored from
--- their rows (engram._text_rows, by key), under the scope filter: a row
--- outside the scope is read and left out. Past 16,384
--- postings of a term (a scope the index does not narrow: a rare kind, a
--- session) the scope's matching rows are scored all at once.
--- p_exhaustive scores every matching row at once (the tests compare both).
-CREATE FUNCTION engram._lexical_indexed(s engram.read_scope, p_text text, p_n integer, p_exact tsquery,
-                                        p_exhaustive boolean DEFAULT false)
+-- Every matching row of an owner's scope s scored with the owner's
+-- statistics (memories, mean length, each term's document frequency among
+-- the active memories of its internal type; engram-core's text_rank): the
+-- p_n best. The text leg's bounded read (engram._text_index_read, Rust:
+-- rounds of MaxScore over the postings) gives the same answer reading
+-- fewer rows, and falls back to this when a term's postings outgrow a
+-- round's bound (a scope the index does not narrow: a rare kind, a
+-- session) or an exact token of the query spells no term of it (the query
+-- parses "ADMIN42@corp.io" as one email, the token is "admin42": no
+-- posting read finds the memories earning its bonus).
+CREATE FUNCTION engram._lexical_indexed(s engram.read_scope, p_text text, p_n integer, p_exact tsquery)
 RETURNS TABLE (id uuid, rank real)
--- STABLE: every round reads the snapshot of the calling statement, so the
--- statistics, postings and rows agree with each other
+-- STABLE: the statistics and rows read the snapshot of the calling statement
 LANGUAGE plpgsql STABLE
 ROWS 30
 AS $fn$
 DECLARE
     v_list    bigint := engram._list_key(s.internal_type, '');
-    -- every term finds memories (up to 256); the first 63 are weighed
     v_terms   text[] := engram._query_terms(p_text, 256);
-    v_keys    text[] := ARRAY(SELECT DISTINCT x.lexeme FROM unnest(engram._exact_tokens(p_text)) e,
-                              unnest(to_tsvector('english', e)) x);
-    v_weighed text[];
     v_docs    bigint;
     v_length  bigint;
-    v_mean    float8;
-    v_dfs     float8[];
     v_weights float8[];
-    v_exactly boolean[];
-    v_front   float8[];
-    v_limits  integer[];
-    v_read    boolean[];
-    v_first   boolean := true;
-    v_all     boolean := p_exhaustive;
-    v_new     uuid[];
-    v_seen    uuid[] := '{}';
-    v_ids     uuid[] := '{}';
-    v_masks   bigint[] := '{}';
-    v_lens    float8[] := '{}';
-    v_exact   boolean[] := '{}';
-    v_scores  real[];
-    v_theta   real;
     v_rows    record;
 BEGIN
     SELECT z.docs, z.total_len INTO v_docs, v_length FROM engram.text_sizes z
@@ -307,65 +283,14 @@ BEGIN
     IF v_docs IS NULL OR cardinality(v_terms) = 0 THEN
         RETURN;
     END IF;
-    v_mean := greatest(v_length::float8 / greatest(v_docs, 1), 1);
-    SELECT array_agg(coalesce(t.df, 0)::float8 ORDER BY u.i),
-           array_agg(CASE WHEN t.df > 0 THEN 0::float8 END ORDER BY u.i),
-           array_agg(u.lexeme = ANY (v_keys) ORDER BY u.i)
-    INTO v_dfs, v_front, v_exactly
+    SELECT engram._term_weights(v_docs, array_agg(coalesce(t.df, 0) ORDER BY u.i)) INTO v_weights
     FROM unnest(v_terms) WITH ORDINALITY AS u(lexeme, i)
     LEFT JOIN engram.text_terms t ON t.owner = s.owner AND t.list = v_list AND t.lexeme = u.lexeme;
-    v_weights := engram._term_weights(v_docs, v_dfs::bigint[]);
-    -- An exact token the query's own terms do not spell (the query parses
-    -- "ADMIN42@corp.io" as one email, the token is "admin42"): the memories
-    -- earning its bonus are found by no posting read, so every matching row
-    -- is scored.
-    v_weighed := v_terms[1:engram._max_query_terms()];
-    v_all := v_all OR EXISTS (SELECT 1 FROM unnest(v_keys) k WHERE NOT (k = ANY (v_terms)));
-    v_limits := array_fill(0, ARRAY[cardinality(v_terms)]);
-    LOOP
-        IF NOT v_all THEN
-            v_read := engram._text_reads(v_weights, v_dfs, v_front, v_exactly, v_theta, v_first, p_n, v_mean);
-            EXIT WHEN NOT (true = ANY (v_read));
-            v_limits := ARRAY(SELECT CASE WHEN NOT x.r THEN x.l WHEN x.l = 0 THEN greatest(p_n, 32) ELSE x.l * 4 END
-                              FROM unnest(v_read, v_limits) AS x(r, l));
-            v_first := false;
-        END IF;
-        IF v_all OR (SELECT max(l) FROM unnest(v_limits) l) > 16384 THEN
-            v_rows := engram._text_rows(s, v_weighed, p_exact, engram._any_term_query(p_text));
-            v_ids := v_rows.ids;
-            v_scores := engram._text_rank(v_rows.masks, v_rows.lens, v_rows.exact, v_weights, v_mean);
-            EXIT;
-        END IF;
-        -- the first v_limits[i] postings of each term read, shortest first
-        WITH r AS (
-            SELECT u.i, p.memory_id, p.len
-            FROM unnest(v_terms, v_read, v_limits) WITH ORDINALITY AS u(lexeme, r, lim, i)
-            CROSS JOIN LATERAL (
-                SELECT x.memory_id, x.len FROM engram.text_postings x
-                WHERE x.owner = s.owner AND x.list = v_list AND x.lexeme = u.lexeme
-                ORDER BY x.len, x.memory_id LIMIT u.lim) p
-            WHERE u.r
-        ), f AS (
-            SELECT r.i, count(*) AS n, max(r.len) AS last FROM r GROUP BY r.i
-        )
-        SELECT ARRAY(SELECT r.memory_id FROM r EXCEPT SELECT unnest(v_seen)),
-               ARRAY(SELECT CASE WHEN NOT u.r THEN u.front WHEN f.n >= u.lim THEN f.last::float8 END
-                     FROM unnest(v_read, v_limits, v_front) WITH ORDINALITY AS u(r, lim, front, i)
-                     LEFT JOIN f ON f.i = u.i ORDER BY u.i)
-        INTO v_new, v_front;
-        IF cardinality(v_new) > 0 THEN
-            v_rows := engram._text_rows(s, v_weighed, p_exact, NULL, v_new);
-            v_seen := v_seen || v_new;
-            v_ids := v_ids || coalesce(v_rows.ids, '{}');
-            v_masks := v_masks || coalesce(v_rows.masks, '{}');
-            v_lens := v_lens || coalesce(v_rows.lens, '{}');
-            v_exact := v_exact || coalesce(v_rows.exact, '{}');
-        END IF;
-        v_scores := engram._text_rank(v_masks, v_lens, v_exact, v_weights, v_mean);
-        v_theta := (SELECT x FROM unnest(v_scores) x ORDER BY x DESC OFFSET p_n - 1 LIMIT 1);
-    END LOOP;
+    v_rows := engram._text_rows(s, v_terms[1:engram._max_query_terms()], p_exact, engram._any_term_query(p_text));
     RETURN QUERY
-        SELECT x.id, x.score FROM unnest(v_ids, v_scores) AS x(id, score)
+        SELECT x.id, x.score
+        FROM unnest(v_rows.ids, engram._text_rank(v_rows.masks, v_rows.lens, v_rows.exact, v_weights,
+                                                  greatest(v_length::float8 / greatest(v_docs, 1), 1))) AS x(id, score)
         ORDER BY x.score DESC, x.id LIMIT p_n;
 END
 $fn$;
