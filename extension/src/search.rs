@@ -1,7 +1,9 @@
 //! `engram._search_hits`: the k best memories of a read scope for a query,
 //! best first, in one call from SQL. It runs the legs (the vector leg in
-//! this process, [`crate::knn`]; the text leg through `engram._lexical`),
-//! reads the candidates' rows, scores them with engram-core's `ranking`,
+//! this process, [`crate::knn`]; the text leg over the text index in this
+//! process too, [`crate::text_leg`], or through `engram._lexical` for the
+//! scopes that one does not serve), reads what the candidates' scores
+//! need, scores them with engram-core's `ranking`, reads the best whole,
 //! and, for `engram.search`, finishes the hits: newer facts before the
 //! facts they contradict, hits grouped by conversation, access counts,
 //! lifetimes renewed, a miss recorded. The statements are SPI plans kept
@@ -110,8 +112,11 @@ fn col<T: FromDatum + IntoDatum>(row: &SpiHeapTupleData<'_>, i: usize) -> Option
 #[derive(Default)]
 struct Kept {
     vector: Option<pg_sys::Oid>,
-    /// the candidates' rows: [owner's, any owner's][without, with a query vector]
-    rows: [[Option<OwnedPreparedStatement>; 2]; 2],
+    /// what the candidates' scores need: [owner's, any owner's][without,
+    /// with a query vector]
+    scores: [[Option<OwnedPreparedStatement>; 2]; 2],
+    /// the hits' rows: [owner's, any owner's]
+    hits: [Option<OwnedPreparedStatement>; 2],
     lexical: Option<OwnedPreparedStatement>,
     dims: Option<OwnedPreparedStatement>,
     cosines: Option<OwnedPreparedStatement>,
@@ -125,7 +130,7 @@ thread_local! {
 fn with_kept<R>(vector: Option<pg_sys::Oid>, f: impl FnOnce(&mut Kept) -> R) -> R {
     KEPT.with_borrow_mut(|k| {
         if vector.is_some() && k.vector != vector {
-            k.rows = Default::default();
+            k.scores = Default::default();
             k.vector = vector;
         }
         f(k)
@@ -361,51 +366,49 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
     }
     let ids: Vec<Uuid> = near.iter().map(|x| x.0).chain(lexical.iter().map(|x| x.0)).collect();
 
-    // Every candidate's row; a row outside the text pool counts as no text
-    // match.
+    // What every candidate's score needs, from its row; a row outside the
+    // text pool counts as no text match. Only the k best are read whole.
     let owned = scope.owner.is_some();
-    let rows = Spi::connect(|client| {
+    let rows: Vec<Scored> = Spi::connect(|client| {
         with_kept(vector, |kept| {
-            let slot = &mut kept.rows[usize::from(!owned)][usize::from(vector.is_some())];
-            let plan = crate::kept::kept(slot, client, || rows_statement(owned, vector));
+            let slot = &mut kept.scores[usize::from(!owned)][usize::from(vector.is_some())];
+            let plan = crate::kept::kept(slot, client, || scores_statement(owned, vector));
             let mut args: Vec<DatumWithOid<'_>> = vec![scope.owner.clone().into(), ids.clone().into()];
             if let Some(e) = q.embedding {
                 // SAFETY: the caller's vector, with its own type's oid.
                 args.push(unsafe { DatumWithOid::new(e, e.oid()) });
             }
             args.push(q.window_value());
-            let table = client
+            client
                 .select(plan, None, &args)
-                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"));
-            reading_into(q.memory, || {
-                table
-                    .map(|row| {
-                        let mut h = hit(&row);
-                        h.session = col(&row, 16);
-                        let distance: Option<f64> = col(&row, 17);
-                        let in_window: bool = col(&row, 18).unwrap_or(false);
-                        h.forced_over = col::<JsonB>(&row, 19).map(|j| j.0);
-                        (h, distance, in_window)
+                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"))
+                .filter_map(|row| {
+                    Some(Scored {
+                        id: col(&row, 1)?,
+                        trust: col(&row, 2),
+                        staleness: col(&row, 3),
+                        distance: col(&row, 4),
+                        in_window: col(&row, 5).unwrap_or(false),
                     })
-                    .collect::<Vec<_>>()
-            })
+                })
+                .collect()
         })
     });
 
     let mut candidates = Vec::with_capacity(rows.len());
     let mut keys = Vec::with_capacity(rows.len());
     let mut sims = Vec::with_capacity(rows.len());
-    for (h, distance, in_window) in &rows {
-        let (leg_distance, text) = legs.get(h.id.as_bytes()).copied().unwrap_or_default();
-        let sim = leg_distance.or(*distance).map(|d| 1.0 - d);
+    for r in &rows {
+        let (leg_distance, text) = legs.get(r.id.as_bytes()).copied().unwrap_or_default();
+        let sim = leg_distance.or(r.distance).map(|d| 1.0 - d);
         candidates.push(Candidate {
             similarity: sim,
             text,
-            in_window: *in_window,
-            trust: h.trust.unwrap_or(0.0),
-            staleness: h.staleness.unwrap_or(0.0),
+            in_window: r.in_window,
+            trust: r.trust.unwrap_or(0.0),
+            staleness: r.staleness.unwrap_or(0.0),
         });
-        keys.push(*h.id.as_bytes());
+        keys.push(*r.id.as_bytes());
         sims.push(sim);
     }
     let query = Query {
@@ -415,10 +418,15 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
         staleness_weight: crate::gucs::_setting_staleness_weight(),
     };
     let best = ranking::best(&candidates, &keys, &query, usize::try_from(k).unwrap_or(0));
-    let mut rows: Vec<Option<Hit>> = rows.into_iter().map(|(h, _, _)| Some(h)).collect();
+    let winners: Vec<Uuid> = best.iter().map(|(i, _)| rows[*i].id).collect();
+    // (the statements are read-only: both read the call's snapshot)
+    let mut whole: HashMap<[u8; 16], Hit> = read_hits(scope, &winners, q.memory)
+        .into_iter()
+        .map(|h| (*h.id.as_bytes(), h))
+        .collect();
     best.into_iter()
         .filter_map(|(i, score)| {
-            let mut h = rows[i].take()?;
+            let mut h = whole.remove(rows[i].id.as_bytes())?;
             h.similarity = sims[i].map(|s| s as f32);
             h.score = score;
             Some(h)
@@ -426,14 +434,23 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
         .collect()
 }
 
-/// The rows of candidates $2 (of owner $1, or any owner's), with their
-/// conversation, cosine distance to the query ($3, when there is one),
-/// whether they fall in the time window (the last parameter) and the
-/// memories they were stored over. A statement of its own, never a join
-/// of a candidate function to the table: on Citus a statement over
-/// engram.memories runs on the shard, and a plain equality on the owner
-/// keeps it to the owner's one.
-fn rows_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOid>) {
+/// A candidate's row as its score reads it.
+struct Scored {
+    id: Uuid,
+    trust: Option<f32>,
+    staleness: Option<f32>,
+    /// cosine distance to the query vector, if there is one
+    distance: Option<f64>,
+    in_window: bool,
+}
+
+/// What the score of candidates $2 (of owner $1, or any owner's) needs:
+/// trust, staleness, cosine distance to the query ($3, when there is one),
+/// whether they fall in the time window (the last parameter). A statement
+/// of its own, never a join of a candidate function to the table: on
+/// Citus a statement over engram.memories runs on the shard, and a plain
+/// equality on the owner keeps it to the owner's one.
+fn scores_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOid>) {
     use pg_sys::BuiltinOid::*;
     let mut types = vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)];
     let (distance, window) = match vector {
@@ -444,20 +461,64 @@ fn rows_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOi
         None => ("NULL::float8", "$3"),
     };
     types.push(PgOid::BuiltIn(TSTZRANGEOID));
-    let owner = if owned { "m.owner = $1" } else { "$1::text IS NULL" };
-    let columns = HIT_COLUMNS
-        .split(", ")
-        .map(|c| format!("m.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     (
         format!(
-            "SELECT {columns}, m.session_id, {distance}, coalesce({window} @> m.occurred_at, false),
-                    m.metadata -> 'engram_forced_over'
-             FROM engram.memories m WHERE {owner} AND m.id = ANY ($2)"
+            "SELECT m.id, m.trust_score, m.staleness_score, {distance}, coalesce({window} @> m.occurred_at, false)
+             FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
+            owner_clause(owned)
         ),
         types,
     )
+}
+
+fn owner_clause(owned: bool) -> &'static str {
+    if owned {
+        "m.owner = $1"
+    } else {
+        "$1::text IS NULL"
+    }
+}
+
+/// The rows of memories `ids` (of the scope's owner, or any owner's) as
+/// hits, with their conversation and the memories they were stored over.
+fn read_hits(scope: &Scope, ids: &[Uuid], memory: pg_sys::MemoryContext) -> Vec<Hit> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let owned = scope.owner.is_some();
+    Spi::connect(|client| {
+        KEPT.with_borrow_mut(|kept| {
+            let plan = crate::kept::kept(&mut kept.hits[usize::from(!owned)], client, || {
+                use pg_sys::BuiltinOid::*;
+                let columns = HIT_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("m.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                (
+                    format!(
+                        "SELECT {columns}, m.session_id, m.metadata -> 'engram_forced_over'
+                         FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
+                        owner_clause(owned)
+                    ),
+                    vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
+                )
+            });
+            let table = client
+                .select(plan, None, &[scope.owner.clone().into(), ids.to_vec().into()])
+                .unwrap_or_else(|e| error!("engram: reading the search hits failed: {e}"));
+            reading_into(memory, || {
+                table
+                    .map(|row| {
+                        let mut h = hit(&row);
+                        h.session = col(&row, 16);
+                        h.forced_over = col::<JsonB>(&row, 17).map(|j| j.0);
+                        h
+                    })
+                    .collect()
+            })
+        })
+    })
 }
 
 /// The text leg's candidates: id and text score. Over the text index in

@@ -39,6 +39,7 @@ const MAX_READ_TERMS: i64 = 256;
 
 #[derive(Default)]
 struct Kept {
+    citus: Option<OwnedPreparedStatement>,
     start: Option<OwnedPreparedStatement>,
     postings: Option<OwnedPreparedStatement>,
     rows: Option<OwnedPreparedStatement>,
@@ -68,7 +69,22 @@ struct Start {
     dfs: Vec<f64>,
     keys: Vec<String>,
     exact: Option<RawTsquery>,
-    citus: bool,
+}
+
+/// Whether Citus is installed (the store may be distributed).
+fn citus_installed(client: &SpiClient<'_>) -> bool {
+    KEPT.with_borrow_mut(|kept| {
+        let plan = crate::kept::kept(&mut kept.citus, client, || {
+            (
+                "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL".into(),
+                vec![],
+            )
+        });
+        let table = client
+            .select(plan, None, &[])
+            .unwrap_or_else(|e| error!("engram: reading the catalog failed: {e}"));
+        got(table.first().get::<bool>(1), "the catalog").unwrap_or(false)
+    })
 }
 
 /// The text leg's bounded read for the read scope of the arguments
@@ -141,11 +157,11 @@ pub(crate) fn indexed(
     memory: pg_sys::MemoryContext,
 ) -> Option<Vec<(Uuid, f32)>> {
     let owner = scope.owner.clone()?;
-    let exact_tokens = engram_core::search::exact_tokens(words);
-    let start = read_start(client, scope, words, &exact_tokens, memory);
-    if start.citus && crate::knn::distributed(client) {
+    if citus_installed(client) && crate::knn::distributed(client) {
         return None;
     }
+    let exact_tokens = engram_core::search::exact_tokens(words);
+    let start = read_start(client, scope, words, &exact_tokens, memory);
     let (Some(docs), Some(total_len)) = (start.docs, start.total_len) else {
         return Some(Vec::new());
     };
@@ -303,8 +319,7 @@ fn read_start(
                                          unnest(pg_catalog.to_tsvector('english', e)) x),
                             (SELECT string_agg('(' || q::text || ')', ' | ')::tsquery
                              FROM unnest($4::text[]) e, pg_catalog.plainto_tsquery('english', e) q
-                             WHERE pg_catalog.numnode(q) > 0),
-                            pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+                             WHERE pg_catalog.numnode(q) > 0)
                      FROM t LEFT JOIN engram.text_sizes z ON z.owner = $1 AND z.list = {list}"
                 ),
                 vec![
@@ -343,7 +358,6 @@ fn read_start(
                     .collect(),
                 keys: flat(got(row.get(5), what)),
                 exact: got(row.get::<RawTsquery>(6), what),
-                citus: got(row.get::<bool>(7), what).unwrap_or(false),
             }
         })
     })
@@ -390,7 +404,7 @@ fn read_postings(
                 ],
             )
         });
-        client
+        let postings = client
             .select(
                 plan,
                 None,
@@ -410,7 +424,9 @@ fn read_postings(
                 let len = got(row.get::<f64>(3), what)?;
                 Some((usize::try_from(i - 1).ok()?, id, len))
             })
-            .collect()
+            .collect::<Vec<_>>();
+        free_last_result();
+        postings
     })
 }
 
@@ -499,7 +515,7 @@ fn read_rows(
         let table = client
             .select(plan, None, &args)
             .unwrap_or_else(|e| error!("engram: reading the text leg's rows failed: {e}"));
-        crate::search::reading_into(memory, || {
+        let rows = crate::search::reading_into(memory, || {
             table
                 .filter_map(|row| {
                     let what = "the text leg's rows";
@@ -510,6 +526,17 @@ fn read_rows(
                     Some((id, send, len, is_exact))
                 })
                 .collect()
-        })
+        });
+        free_last_result();
+        rows
     })
+}
+
+/// Frees the result just read (its rows are copied out): a query read in
+/// many rounds would otherwise hold every round's rows, each with its
+/// tsvector, until the connection ends.
+fn free_last_result() {
+    // SAFETY: SPI_tuptable is the result of the connection's last
+    // statement, consumed above; nothing reads it after.
+    unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
 }

@@ -707,6 +707,27 @@ async fn citus_alter_extension_update_on_the_coordinator_updates_the_workers() {
         before,
         "distributing changed what the owners see"
     );
+    // A hybrid search there reads the text leg over the scope's matching
+    // rows (the text index's statistics are not read on a distributed store).
+    for owner in &owners {
+        let found: Vec<String> = c
+            .query(
+                &format!(
+                    "SELECT content FROM engram.search(owner => $1, query_embedding => '{probe}',
+                                                       query_text => 'fact', k => 5)"
+                ),
+                &[owner],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("hybrid search of {owner}: {:?}", e.as_db_error()))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(
+            !found.is_empty() && found.iter().all(|f| f.contains("fact")),
+            "{owner}: {found:?}"
+        );
+    }
     // Writes go on as before, on the owner's worker.
     populate(&c, &["upd-dave"], dims as usize).await;
     assert_eq!(owners_view(&c, &["upd-dave"], &probe).await.len(), 1);
