@@ -149,7 +149,6 @@ const PUBLICATIONS_SQL: &str = "SELECT count(*)::float8 FROM engram.publications
 WHERE ($1::text IS NULL OR p.space = $1) AND ($2::text IS NULL OR p.group_id = $2)";
 
 /// The read scope, as engram.read_scope's fields.
-#[derive(Clone)]
 pub(crate) struct Scope {
     pub owner: Option<String>,
     pub statuses: Option<Vec<Option<String>>>,
@@ -195,6 +194,31 @@ impl Scope {
 /// The SQL types of [`Scope::values`].
 pub(crate) const SCOPE_TYPES: &str = "$1::text, $2::text[], $3::text, $4::text[], $5::text[], $6::text[], $7::text, \
 $8::timestamptz, $9::timestamptz, $10::smallint, $11::text, $12::text, $13::timestamptz, $14::text[], $15::jsonb";
+
+/// The types of [`Scope::values`], as parameter types.
+pub(crate) fn scope_types() -> Vec<PgOid> {
+    use pg_sys::BuiltinOid::*;
+    [
+        TEXTOID,
+        TEXTARRAYOID,
+        TEXTOID,
+        TEXTARRAYOID,
+        TEXTARRAYOID,
+        TEXTARRAYOID,
+        TEXTOID,
+        TIMESTAMPTZOID,
+        TIMESTAMPTZOID,
+        INT2OID,
+        TEXTOID,
+        TEXTOID,
+        TIMESTAMPTZOID,
+        TEXTARRAYOID,
+        JSONBOID,
+    ]
+    .into_iter()
+    .map(PgOid::BuiltIn)
+    .collect()
+}
 
 /// The values of the numbered parameters that are not the scope's.
 struct Slots {

@@ -541,7 +541,7 @@ fn text_leg(
     KEPT.with_borrow_mut(|kept| {
         let plan = crate::kept::kept(&mut kept.lexical, client, || {
             use pg_sys::BuiltinOid::*;
-            let mut types = scope_types();
+            let mut types = crate::knn::scope_types();
             types.extend([
                 PgOid::BuiltIn(TEXTOID),
                 PgOid::BuiltIn(INT4OID),
@@ -563,31 +563,6 @@ fn text_leg(
             .filter_map(|row| Some((col::<Uuid>(&row, 1)?, col::<f32>(&row, 2)?)))
             .collect()
     })
-}
-
-/// The SQL types of the read scope's fields, in engram.read_scope's order.
-fn scope_types() -> Vec<PgOid> {
-    use pg_sys::BuiltinOid::*;
-    [
-        TEXTOID,
-        TEXTARRAYOID,
-        TEXTOID,
-        TEXTARRAYOID,
-        TEXTARRAYOID,
-        TEXTARRAYOID,
-        TEXTOID,
-        TIMESTAMPTZOID,
-        TIMESTAMPTZOID,
-        INT2OID,
-        TEXTOID,
-        TEXTOID,
-        TIMESTAMPTZOID,
-        TEXTARRAYOID,
-        JSONBOID,
-    ]
-    .into_iter()
-    .map(PgOid::BuiltIn)
-    .collect()
 }
 
 /// The query vector against the memories' dimension: a vector of another

@@ -264,22 +264,6 @@ BEGIN
 END
 $fn$;
 
--- The similarity below which a hit that no query word matched is left
--- out: min_similarity when the caller passes one; otherwise, for a
--- hybrid query (text and embedding), engram.similarity_floor (a hit that
--- shares no word with the query and is not near it in meaning is noise:
--- "Lyon" finding a note about matcha); 0 for a vector-only query, which
--- returns its k nearest whatever they are.
-CREATE FUNCTION engram._similarity_floor(p_min_similarity real, p_hybrid boolean) RETURNS real
-LANGUAGE plpgsql STABLE AS $fn$
-BEGIN
-    IF p_min_similarity IS NOT NULL THEN
-        RETURN p_min_similarity;
-    END IF;
-    RETURN CASE WHEN p_hybrid THEN engram._setting_similarity_floor() ELSE 0 END;
-END
-$fn$;
-
 CREATE FUNCTION engram.search(
     owner text DEFAULT NULL,
     query_embedding vector DEFAULT NULL,
@@ -362,6 +346,12 @@ BEGIN
         PERFORM engram._check_vector(search.query_embedding, 'query_embedding');
         v_as_of := least(coalesce(search.known_at, now()), now());
     END IF;
+    -- The similarity below which a hit that no query word matched is left
+    -- out: min_similarity when the caller passes one; otherwise, for a
+    -- hybrid query, engram.similarity_floor (a hit that shares no word with
+    -- the query and is not near it in meaning is noise: "Lyon" finding a
+    -- note about matcha); 0 for a vector-only query, which returns its k
+    -- nearest whatever they are.
     -- The scope (engram.read_scope's fields) is ANDed with the caller's own
     -- tag filters; it can only narrow. The hits come ranked and finished
     -- (newer facts first, grouped, accesses counted, a miss recorded), each
