@@ -84,16 +84,28 @@ require_free_space() {
 }
 
 # prune_target: every build with other flags or from another clone leaves
-# its own copy of each test binary (300-500 MB apiece) in the persistent
-# target directory; keep the two newest of each and drop the rest, so that
+# its own copy of each test binary (300-500 MB apiece) and of each crate's
+# incremental state (up to 900 MB apiece) in the persistent target directory;
+# keep the two newest binaries of each test and the four newest incremental
+# states of each crate (a test build and clippy's, from two clones), so that
 # the directory CI shares with every session stops growing.
 prune_target() {
-  local deps="$CARGO_TARGET_DIR/debug/deps"
-  [ -d "$deps" ] || return 0
-  find "$deps" -maxdepth 1 -type f -perm -u+x -regextype posix-extended -regex '.*-[0-9a-f]{16}' -printf '%T@ %p\n' |
-    sed 's/^\([^ ]*\) \(.*\)-\([0-9a-f]\{16\}\)$/\2 \1 \2-\3/' | sort -k1,1 -k2,2nr |
-    awk '{ if ($1 == name) { n++ } else { name = $1; n = 1 } if (n > 2) print $3 }' |
-    xargs -r rm -f
+  local deps="$CARGO_TARGET_DIR/debug/deps" inc="$CARGO_TARGET_DIR/debug/incremental"
+  if [ -d "$deps" ]; then
+    find "$deps" -maxdepth 1 -type f -perm -u+x -regextype posix-extended -regex '.*-[0-9a-f]{16}' -printf '%T@ %p\n' |
+      keep_newest 2 | xargs -r rm -f
+  fi
+  if [ -d "$inc" ]; then
+    find "$inc" -mindepth 1 -maxdepth 1 -type d -regextype posix-extended -regex '.*/[a-z0-9_]+-[0-9a-z]+' -printf '%T@ %p\n' |
+      keep_newest 4 | xargs -r rm -rf
+  fi
+}
+
+# keep_newest N: reads "MTIME PATH-HASH" lines and prints the paths of all but
+# the N newest of each PATH
+keep_newest() {
+  sed 's/^\([^ ]*\) \(.*\)-\([0-9a-z]*\)$/\2 \1 \2-\3/' | sort -k1,1 -k2,2nr |
+    awk -v keep="$1" '{ if ($1 == name) { n++ } else { name = $1; n = 1 } if (n > keep) print $3 }'
 }
 
 # The postgres OS user must be able to reach data directories under the repo,
