@@ -49,6 +49,9 @@ struct Hit {
     /// metadata's engram_forced_over (the memories it was stored over), if
     /// the key is there
     forced_over: Option<serde_json::Value>,
+    /// the memory's embedding, for the conflict ranking's cosines: None
+    /// when not read, empty when the memory has none
+    embedding: Option<Vec<f32>>,
 }
 
 /// The columns every statement that reads hits returns first, in this order.
@@ -77,7 +80,38 @@ fn hit(row: &SpiHeapTupleData<'_>) -> Hit {
         value: col(row, 15),
         session: None,
         forced_over: None,
+        embedding: None,
     }
+}
+
+/// The columns a hit's statement reads after [`HIT_COLUMNS`] (16-18): its
+/// conversation, the memories it was stored over, its embedding.
+const HIT_EXTRAS: &str = "m.session_id, m.metadata -> 'engram_forced_over', m.embedding";
+
+/// A whole hit from a row of [`HIT_COLUMNS`] (as `m.` columns) and
+/// [`HIT_EXTRAS`].
+fn whole_hit(row: &SpiHeapTupleData<'_>) -> Hit {
+    let mut h = hit(row);
+    h.session = col(row, 16);
+    h.forced_over = col::<JsonB>(row, 17).map(|j| j.0);
+    h.embedding = Some(embedding(row, 18));
+    h
+}
+
+/// A row's embedding column's values; empty when it is null.
+fn embedding(row: &SpiHeapTupleData<'_>, i: usize) -> Vec<f32> {
+    // SAFETY: the column is engram.memories.embedding, a vector, copied
+    // into the reader's context.
+    col::<RawVector>(row, i).map_or_else(Vec::new, |v| unsafe { v.values() })
+}
+
+/// [`HIT_COLUMNS`] as columns of `engram.memories m`.
+fn hit_columns() -> String {
+    HIT_COLUMNS
+        .split(", ")
+        .map(|c| format!("m.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Reads rows with what pgrx copies out of them (detoasted text, arrays,
@@ -112,14 +146,12 @@ fn col<T: FromDatum + IntoDatum>(row: &SpiHeapTupleData<'_>, i: usize) -> Option
 #[derive(Default)]
 struct Kept {
     vector: Option<pg_sys::Oid>,
-    /// what the candidates' scores need: [owner's, any owner's][without,
-    /// with a query vector]
-    scores: [[Option<OwnedPreparedStatement>; 2]; 2],
+    /// what the candidates' scores need: [the score's columns, whole
+    /// rows][owner's, any owner's][without, with a query vector]
+    scores: [[[Option<OwnedPreparedStatement>; 2]; 2]; 2],
     /// the hits' rows: [owner's, any owner's]
     hits: [Option<OwnedPreparedStatement>; 2],
     lexical: Option<OwnedPreparedStatement>,
-    dims: Option<OwnedPreparedStatement>,
-    cosines: Option<OwnedPreparedStatement>,
     touch: Option<OwnedPreparedStatement>,
 }
 
@@ -367,31 +399,54 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
     let ids: Vec<Uuid> = near.iter().map(|x| x.0).chain(lexical.iter().map(|x| x.0)).collect();
 
     // What every candidate's score needs, from its row; a row outside the
-    // text pool counts as no text match. Only the k best are read whole.
+    // text pool counts as no text match. Only the k best are read whole: in
+    // the same statement when there are no more candidates than that (a
+    // vector-only search's pool), after the ranking otherwise.
     let owned = scope.owner.is_some();
+    let at_once = ids.len() <= usize::try_from(k).unwrap_or(0);
+    let mut whole: HashMap<[u8; 16], Hit> = HashMap::new();
     let rows: Vec<Scored> = Spi::connect(|client| {
         with_kept(vector, |kept| {
-            let slot = &mut kept.scores[usize::from(!owned)][usize::from(vector.is_some())];
-            let plan = crate::kept::kept(slot, client, || scores_statement(owned, vector));
+            let slot = &mut kept.scores[usize::from(at_once)][usize::from(!owned)][usize::from(vector.is_some())];
+            let plan = crate::kept::kept(slot, client, || scores_statement(at_once, owned, vector));
             let mut args: Vec<DatumWithOid<'_>> = vec![scope.owner.clone().into(), ids.clone().into()];
             if let Some(e) = q.embedding {
                 // SAFETY: the caller's vector, with its own type's oid.
                 args.push(unsafe { DatumWithOid::new(e, e.oid()) });
             }
             args.push(q.window_value());
-            client
+            let table = client
                 .select(plan, None, &args)
-                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"))
-                .filter_map(|row| {
-                    Some(Scored {
-                        id: col(&row, 1)?,
-                        trust: col(&row, 2),
-                        staleness: col(&row, 3),
-                        distance: col(&row, 4),
-                        in_window: col(&row, 5).unwrap_or(false),
+                .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"));
+            if !at_once {
+                return table
+                    .filter_map(|row| {
+                        Some(Scored {
+                            id: col(&row, 1)?,
+                            trust: col(&row, 2),
+                            staleness: col(&row, 3),
+                            distance: col(&row, 4),
+                            in_window: col(&row, 5).unwrap_or(false),
+                        })
                     })
-                })
-                .collect()
+                    .collect();
+            }
+            reading_into(q.memory, || {
+                table
+                    .map(|row| {
+                        let h = whole_hit(&row);
+                        let scored = Scored {
+                            id: h.id,
+                            trust: h.trust,
+                            staleness: h.staleness,
+                            distance: col(&row, 19),
+                            in_window: col(&row, 20).unwrap_or(false),
+                        };
+                        whole.insert(*h.id.as_bytes(), h);
+                        scored
+                    })
+                    .collect()
+            })
         })
     });
 
@@ -420,10 +475,12 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
     let best = ranking::best(&candidates, &keys, &query, usize::try_from(k).unwrap_or(0));
     let winners: Vec<Uuid> = best.iter().map(|(i, _)| rows[*i].id).collect();
     // (the statements are read-only: both read the call's snapshot)
-    let mut whole: HashMap<[u8; 16], Hit> = read_hits(scope, &winners, q.memory)
-        .into_iter()
-        .map(|h| (*h.id.as_bytes(), h))
-        .collect();
+    if !at_once {
+        whole = read_hits(scope, &winners, q.memory)
+            .into_iter()
+            .map(|h| (*h.id.as_bytes(), h))
+            .collect();
+    }
     best.into_iter()
         .filter_map(|(i, score)| {
             let mut h = whole.remove(rows[i].id.as_bytes())?;
@@ -446,11 +503,12 @@ struct Scored {
 
 /// What the score of candidates $2 (of owner $1, or any owner's) needs:
 /// trust, staleness, cosine distance to the query ($3, when there is one),
-/// whether they fall in the time window (the last parameter). A statement
+/// whether they fall in the time window (the last parameter); `whole`, the
+/// rows as hits before those two (columns 19 and 20). A statement
 /// of its own, never a join of a candidate function to the table: on
 /// Citus a statement over engram.memories runs on the shard, and a plain
 /// equality on the owner keeps it to the owner's one.
-fn scores_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOid>) {
+fn scores_statement(whole: bool, owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<PgOid>) {
     use pg_sys::BuiltinOid::*;
     let mut types = vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)];
     let (distance, window) = match vector {
@@ -461,9 +519,14 @@ fn scores_statement(owned: bool, vector: Option<pg_sys::Oid>) -> (String, Vec<Pg
         None => ("NULL::float8", "$3"),
     };
     types.push(PgOid::BuiltIn(TSTZRANGEOID));
+    let columns = if whole {
+        format!("{}, {HIT_EXTRAS}", hit_columns())
+    } else {
+        "m.id, m.trust_score, m.staleness_score".into()
+    };
     (
         format!(
-            "SELECT m.id, m.trust_score, m.staleness_score, {distance}, coalesce({window} @> m.occurred_at, false)
+            "SELECT {columns}, {distance}, coalesce({window} @> m.occurred_at, false)
              FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
             owner_clause(owned)
         ),
@@ -490,15 +553,10 @@ fn read_hits(scope: &Scope, ids: &[Uuid], memory: pg_sys::MemoryContext) -> Vec<
         KEPT.with_borrow_mut(|kept| {
             let plan = crate::kept::kept(&mut kept.hits[usize::from(!owned)], client, || {
                 use pg_sys::BuiltinOid::*;
-                let columns = HIT_COLUMNS
-                    .split(", ")
-                    .map(|c| format!("m.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
                 (
                     format!(
-                        "SELECT {columns}, m.session_id, m.metadata -> 'engram_forced_over'
-                         FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
+                        "SELECT {}, {HIT_EXTRAS} FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
+                        hit_columns(),
                         owner_clause(owned)
                     ),
                     vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
@@ -507,16 +565,7 @@ fn read_hits(scope: &Scope, ids: &[Uuid], memory: pg_sys::MemoryContext) -> Vec<
             let table = client
                 .select(plan, None, &[scope.owner.clone().into(), ids.to_vec().into()])
                 .unwrap_or_else(|e| error!("engram: reading the search hits failed: {e}"));
-            reading_into(memory, || {
-                table
-                    .map(|row| {
-                        let mut h = hit(&row);
-                        h.session = col(&row, 16);
-                        h.forced_over = col::<JsonB>(&row, 17).map(|j| j.0);
-                        h
-                    })
-                    .collect()
-            })
+            reading_into(memory, || table.map(|row| whole_hit(&row)).collect())
         })
     })
 }
@@ -571,31 +620,32 @@ fn text_leg(
 fn check_query_vector(e: RawVector) {
     // SAFETY: the caller's vector argument, live for the call.
     let values = unsafe { e.values() };
-    let dims: i32 = Spi::connect(|client| {
-        KEPT.with_borrow_mut(|kept| {
-            let plan = crate::kept::kept(&mut kept.dims, client, || {
-                (
-                    "SELECT a.atttypmod FROM pg_catalog.pg_attribute a
-                     WHERE a.attrelid = 'engram.memories'::regclass AND a.attname = 'embedding'"
-                        .into(),
-                    vec![],
-                )
-            });
-            let row = client
-                .select(plan, None, &[])
-                .unwrap_or_else(|e| error!("engram: reading the embedding dimension failed: {e}"))
-                .first();
-            row.get::<i32>(1).ok().flatten().unwrap_or(-1)
-        })
-    });
+    let dims = embedding_dimension();
     if usize::try_from(dims).ok() != Some(values.len()) || values.iter().all(|v| *v == 0.0) {
         use crate::errors::OrRaise;
         engram_core::validate::check_embedding(&values, dims, "query_embedding").or_raise();
     }
 }
 
+/// The dimension of engram.memories.embedding (its type modifier; -1 when
+/// it has none), from the catalog caches: no statement per search.
+fn embedding_dimension() -> i32 {
+    // SAFETY: catalog cache lookups by name and oid, in a transaction.
+    unsafe {
+        let engram = pg_sys::get_namespace_oid(c"engram".as_ptr(), false);
+        let memories = pg_sys::get_relname_relid(c"memories".as_ptr(), engram);
+        let column = pg_sys::get_attnum(memories, c"embedding".as_ptr());
+        if memories == pg_sys::InvalidOid || column == pg_sys::InvalidAttrNumber as i16 {
+            error!("engram: engram.memories has no embedding column");
+        }
+        let (mut typid, mut typmod, mut collation) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+        pg_sys::get_atttypetypmodcoll(memories, column, &mut typid, &mut typmod, &mut collation);
+        typmod
+    }
+}
+
 /// The hits of the store as it stood at `at` (engram._search_as_of), with
-/// each hit's conversation.
+/// each hit's conversation and embedding (the memory's now).
 fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) -> Vec<Hit> {
     let vector = match q.embedding {
         Some(_) => "$17",
@@ -639,19 +689,24 @@ fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) ->
             let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
             let table = client
                 .select(
-                    "SELECT m.id, m.session_id FROM engram.memories m
-                     WHERE m.owner = $1 AND m.id = ANY ($2) AND m.session_id IS NOT NULL",
+                    "SELECT m.id, m.session_id, m.embedding FROM engram.memories m
+                     WHERE m.owner = $1 AND m.id = ANY ($2)",
                     None,
                     &[owner.clone().into(), ids.into()],
                 )
                 .unwrap_or_else(|e| error!("engram: reading the hits' conversations failed: {e}"));
-            let sessions: HashMap<[u8; 16], String> = reading_into(q.memory, || {
+            let mut rows: HashMap<[u8; 16], (Option<String>, Vec<f32>)> = reading_into(q.memory, || {
                 table
-                    .filter_map(|row| Some((*col::<Uuid>(&row, 1)?.as_bytes(), col::<String>(&row, 2)?)))
+                    .filter_map(|row| {
+                        let id = col::<Uuid>(&row, 1)?;
+                        Some((*id.as_bytes(), (col::<String>(&row, 2), embedding(&row, 3))))
+                    })
                     .collect()
             });
             for h in &mut hits {
-                h.session = sessions.get(h.id.as_bytes()).cloned();
+                let (session, embedding) = rows.remove(h.id.as_bytes()).unwrap_or_default();
+                h.session = session;
+                h.embedding = Some(embedding);
             }
         }
         hits
@@ -669,7 +724,7 @@ fn finish(
 ) -> Vec<Hit> {
     let k = engram_core::search::clamp_k(search_k);
     let owner = scope.owner.clone();
-    let mut hits = newer_first(owner.as_deref(), hits, k, q.memory);
+    let mut hits = newer_first(hits, k);
     if group {
         hits = by_session(hits, k);
     }
@@ -739,7 +794,7 @@ fn touch(client: &mut SpiClient<'_>, owner: Option<String>, ids: Vec<Uuid>) {
 /// its own document) that engram-core's conflict rules find contradicted
 /// by a newer one among them ("newer" by valid_from) gets a score just
 /// under the newer one's.
-fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32, memory: pg_sys::MemoryContext) -> Vec<Hit> {
+fn newer_first(mut hits: Vec<Hit>, k: i32) -> Vec<Hit> {
     if hits.len() < 2 {
         return hits;
     }
@@ -755,8 +810,11 @@ fn newer_first(owner: Option<&str>, mut hits: Vec<Hit>, k: i32, memory: pg_sys::
     // the newer hit (its position) that contradicts each
     let mut newer: HashMap<usize, usize> = HashMap::new();
     if facts.len() >= 2 {
-        let ids: Vec<Uuid> = facts.iter().map(|&i| hits[i].id).collect();
-        let cosines = pairwise_cosines(owner, ids, memory);
+        let vectors: Vec<&[f32]> = facts
+            .iter()
+            .map(|&i| hits[i].embedding.as_deref().unwrap_or_default())
+            .collect();
+        let cosines = engram_core::conflict::pairwise_cosines(&vectors);
         let texts: Vec<&str> = facts
             .iter()
             .map(|&i| hits[i].content.as_deref().unwrap_or(""))
@@ -823,37 +881,6 @@ fn epoch(t: Option<Tstz>) -> f64 {
     // Postgres counts microseconds from 2000-01-01
     const PG_EPOCH_US: i64 = 946_684_800_000_000;
     t.map_or(0.0, |t| (pg_sys::TimestampTz::from(t) + PG_EPOCH_US) as f64 / 1e6)
-}
-
-/// The row-major matrix of the memories' pairwise cosine similarities
-/// (pgvector's; 0 where one has no embedding).
-fn pairwise_cosines(owner: Option<&str>, ids: Vec<Uuid>, memory: pg_sys::MemoryContext) -> Vec<f32> {
-    Spi::connect(|client| {
-        KEPT.with_borrow_mut(|kept| {
-            let plan = crate::kept::kept(&mut kept.cosines, client, || {
-                use pg_sys::BuiltinOid::*;
-                (
-                    "WITH e AS (
-                         SELECT x.i, m.embedding FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, i)
-                         LEFT JOIN engram.memories m ON m.owner = $1 AND m.id = x.id)
-                     SELECT array_agg(coalesce((1 - (a.embedding <=> b.embedding))::real, 0) ORDER BY a.i, b.i)
-                     FROM e a CROSS JOIN e b"
-                        .into(),
-                    vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
-                )
-            });
-            let table = client
-                .select(plan, None, &[owner.map(str::to_owned).into(), ids.into()])
-                .unwrap_or_else(|e| error!("engram: comparing the hits failed: {e}"));
-            reading_into(memory, || table.first().get::<Vec<Option<f32>>>(1))
-                .ok()
-                .flatten()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| c.unwrap_or(0.0))
-                .collect()
-        })
-    })
 }
 
 /// Hits grouped by conversation: the `k` conversations whose best turn

@@ -300,9 +300,60 @@ pub fn contradicted_by(texts: &[&str], times: &[f64], cosines: &[f32], threshold
         .collect()
 }
 
+/// The row-major matrix of pairwise cosine similarities that
+/// [`contradicted_by`] reads, computed as pgvector's `1 - (a <=> b)` is:
+/// sums in `f32`, the quotient in `f64`, clamped to [-1, 1]; 0 where
+/// either vector is empty (a memory without an embedding), NaN where one
+/// is the zero vector (pgvector's cosine distance is NaN there too).
+pub fn pairwise_cosines(vectors: &[&[f32]]) -> Vec<f32> {
+    let n = vectors.len();
+    let mut out = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            out[i * n + j] = cosine(vectors[i], vectors[j]);
+        }
+    }
+    out
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.is_empty() || b.is_empty() || a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    let similarity = f64::from(dot) / (f64::from(na) * f64::from(nb)).sqrt();
+    if similarity.is_nan() {
+        return f32::NAN;
+    }
+    // (1 - distance, as the SQL reads it)
+    (1.0 - (1.0 - similarity.clamp(-1.0, 1.0))) as f32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairwise_cosines_are_pgvectors() {
+        let a: &[f32] = &[1.0, 0.0];
+        let b: &[f32] = &[1.0, 1.0];
+        let c: &[f32] = &[-2.0, 0.0];
+        let m = pairwise_cosines(&[a, b, c, &[]]);
+        assert_eq!(m.len(), 16);
+        assert!((m[0] - 1.0).abs() < 1e-6);
+        assert!((m[1] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        assert_eq!(m[1], m[4], "symmetric");
+        assert!((m[2] + 1.0).abs() < 1e-6, "opposite");
+        // no embedding: 0 against everything, itself included
+        assert!(m[3] == 0.0 && m[12] == 0.0 && m[15] == 0.0);
+        // the zero vector has no direction
+        assert!(pairwise_cosines(&[&[0.0, 0.0], a])[1].is_nan());
+    }
 
     fn names(new: &str, old: &str, cos: f32) -> Vec<&'static str> {
         reasons(new, old, cos, 0.85).into_iter().map(Reason::name).collect()
