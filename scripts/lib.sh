@@ -91,13 +91,18 @@ require_free_space() {
 # the directory CI shares with every session stops growing.
 prune_target() {
   local deps="$CARGO_TARGET_DIR/debug/deps" inc="$CARGO_TARGET_DIR/debug/incremental"
+  # (the lists below are split on blanks; a build running at the same time
+  # may remove or write files while they are read, which costs it a rebuild)
+  case "$CARGO_TARGET_DIR" in *[[:space:]]*) return 0 ;; esac
   if [ -d "$deps" ]; then
-    find "$deps" -maxdepth 1 -type f -perm -u+x -regextype posix-extended -regex '.*-[0-9a-f]{16}' -printf '%T@ %p\n' |
-      keep_newest 2 | xargs -r rm -f
+    find "$deps" -ignore_readdir_race -maxdepth 1 -type f -perm -u+x -regextype posix-extended \
+      -regex '.*-[0-9a-f]{16}' -printf '%T@ %p\n' 2>/dev/null |
+      keep_newest 2 | xargs -r rm -f 2>/dev/null || true
   fi
   if [ -d "$inc" ]; then
-    find "$inc" -mindepth 1 -maxdepth 1 -type d -regextype posix-extended -regex '.*/[a-z0-9_]+-[0-9a-z]+' -printf '%T@ %p\n' |
-      keep_newest 4 | xargs -r rm -rf
+    find "$inc" -ignore_readdir_race -mindepth 1 -maxdepth 1 -type d -regextype posix-extended \
+      -regex '.*/[a-z0-9_]+-[0-9a-z]+' -printf '%T@ %p\n' 2>/dev/null |
+      keep_newest 4 | xargs -r rm -rf 2>/dev/null || true
   fi
 }
 

@@ -49,9 +49,10 @@ struct Hit {
     /// metadata's engram_forced_over (the memories it was stored over), if
     /// the key is there
     forced_over: Option<serde_json::Value>,
-    /// the memory's embedding, for the conflict ranking's cosines: None
-    /// when not read, empty when the memory has none
-    embedding: Option<Vec<f32>>,
+    /// the memory's embedding, for the conflict ranking's cosines: read
+    /// only when the search finishes its hits; empty when the memory has
+    /// none
+    embedding: Vec<f32>,
 }
 
 /// The columns every statement that reads hits returns first, in this order.
@@ -80,28 +81,33 @@ fn hit(row: &SpiHeapTupleData<'_>) -> Hit {
         value: col(row, 15),
         session: None,
         forced_over: None,
-        embedding: None,
+        embedding: Vec::new(),
     }
 }
 
 /// The columns a hit's statement reads after [`HIT_COLUMNS`] (16-18): its
-/// conversation, the memories it was stored over, its embedding.
-const HIT_EXTRAS: &str = "m.session_id, m.metadata -> 'engram_forced_over', m.embedding";
+/// conversation, the memories it was stored over, and its embedding when
+/// parameter `embeddings` is true (only finishing compares the hits; a
+/// large vector is a TOAST read).
+fn hit_extras(embeddings: usize) -> String {
+    format!("m.session_id, m.metadata -> 'engram_forced_over', CASE WHEN ${embeddings} THEN m.embedding END")
+}
 
 /// A whole hit from a row of [`HIT_COLUMNS`] (as `m.` columns) and
-/// [`HIT_EXTRAS`].
+/// [`hit_extras`].
 fn whole_hit(row: &SpiHeapTupleData<'_>) -> Hit {
     let mut h = hit(row);
     h.session = col(row, 16);
     h.forced_over = col::<JsonB>(row, 17).map(|j| j.0);
-    h.embedding = Some(embedding(row, 18));
+    h.embedding = embedding(row, 18);
     h
 }
 
 /// A row's embedding column's values; empty when it is null.
 fn embedding(row: &SpiHeapTupleData<'_>, i: usize) -> Vec<f32> {
-    // SAFETY: the column is engram.memories.embedding, a vector, copied
-    // into the reader's context.
+    // SAFETY: the column is engram.memories.embedding, a vector, detoasted
+    // and copied into the parent of the current context (the call's, under
+    // reading_into), where it stays until the call ends.
     col::<RawVector>(row, i).map_or_else(Vec::new, |v| unsafe { v.values() })
 }
 
@@ -276,6 +282,7 @@ fn _search_hits(
         k: p_k,
         min_similarity: p_min_similarity,
         window: p_window,
+        finishing,
     };
     let mut hits = match p_known_at {
         Some(at) => as_of(&scope, &query, at, p_ids),
@@ -319,6 +326,9 @@ fn _search_hits(
 struct Search {
     /// where the rows read are kept (the call's context)
     memory: pg_sys::MemoryContext,
+    /// whether the hits are finished (engram.search's steps), which
+    /// compares their embeddings
+    finishing: bool,
     embedding: Option<RawVector>,
     text: Option<String>,
     k: Option<i32>,
@@ -415,6 +425,9 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
                 args.push(unsafe { DatumWithOid::new(e, e.oid()) });
             }
             args.push(q.window_value());
+            if at_once {
+                args.push(q.finishing.into());
+            }
             let table = client
                 .select(plan, None, &args)
                 .unwrap_or_else(|e| error!("engram: reading the search candidates failed: {e}"));
@@ -476,7 +489,7 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
     let winners: Vec<Uuid> = best.iter().map(|(i, _)| rows[*i].id).collect();
     // (the statements are read-only: both read the call's snapshot)
     if !at_once {
-        whole = read_hits(scope, &winners, q.memory)
+        whole = read_hits(scope, &winners, q)
             .into_iter()
             .map(|h| (*h.id.as_bytes(), h))
             .collect();
@@ -503,8 +516,9 @@ struct Scored {
 
 /// What the score of candidates $2 (of owner $1, or any owner's) needs:
 /// trust, staleness, cosine distance to the query ($3, when there is one),
-/// whether they fall in the time window (the last parameter); `whole`, the
-/// rows as hits before those two (columns 19 and 20). A statement
+/// whether they fall in the time window (the next parameter); `whole`, the
+/// rows as hits before those two (columns 19 and 20), with their
+/// embeddings when the last parameter is true. A statement
 /// of its own, never a join of a candidate function to the table: on
 /// Citus a statement over engram.memories runs on the shard, and a plain
 /// equality on the owner keeps it to the owner's one.
@@ -520,7 +534,8 @@ fn scores_statement(whole: bool, owned: bool, vector: Option<pg_sys::Oid>) -> (S
     };
     types.push(PgOid::BuiltIn(TSTZRANGEOID));
     let columns = if whole {
-        format!("{}, {HIT_EXTRAS}", hit_columns())
+        types.push(PgOid::BuiltIn(BOOLOID));
+        format!("{}, {}", hit_columns(), hit_extras(types.len()))
     } else {
         "m.id, m.trust_score, m.staleness_score".into()
     };
@@ -543,8 +558,9 @@ fn owner_clause(owned: bool) -> &'static str {
 }
 
 /// The rows of memories `ids` (of the scope's owner, or any owner's) as
-/// hits, with their conversation and the memories they were stored over.
-fn read_hits(scope: &Scope, ids: &[Uuid], memory: pg_sys::MemoryContext) -> Vec<Hit> {
+/// hits, with their conversation, the memories they were stored over and,
+/// when the search finishes its hits, their embeddings.
+fn read_hits(scope: &Scope, ids: &[Uuid], q: &Search) -> Vec<Hit> {
     if ids.is_empty() {
         return Vec::new();
     }
@@ -555,17 +571,26 @@ fn read_hits(scope: &Scope, ids: &[Uuid], memory: pg_sys::MemoryContext) -> Vec<
                 use pg_sys::BuiltinOid::*;
                 (
                     format!(
-                        "SELECT {}, {HIT_EXTRAS} FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
+                        "SELECT {}, {} FROM engram.memories m WHERE {} AND m.id = ANY ($2)",
                         hit_columns(),
+                        hit_extras(3),
                         owner_clause(owned)
                     ),
-                    vec![PgOid::BuiltIn(TEXTOID), PgOid::BuiltIn(UUIDARRAYOID)],
+                    vec![
+                        PgOid::BuiltIn(TEXTOID),
+                        PgOid::BuiltIn(UUIDARRAYOID),
+                        PgOid::BuiltIn(BOOLOID),
+                    ],
                 )
             });
             let table = client
-                .select(plan, None, &[scope.owner.clone().into(), ids.to_vec().into()])
+                .select(
+                    plan,
+                    None,
+                    &[scope.owner.clone().into(), ids.to_vec().into(), q.finishing.into()],
+                )
                 .unwrap_or_else(|e| error!("engram: reading the search hits failed: {e}"));
-            reading_into(memory, || table.map(|row| whole_hit(&row)).collect())
+            reading_into(q.memory, || table.map(|row| whole_hit(&row)).collect())
         })
     })
 }
@@ -645,7 +670,8 @@ fn embedding_dimension() -> i32 {
 }
 
 /// The hits of the store as it stood at `at` (engram._search_as_of), with
-/// each hit's conversation and embedding (the memory's now).
+/// each hit's conversation and, when finishing, embedding (the memory's
+/// now).
 fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) -> Vec<Hit> {
     let vector = match q.embedding {
         Some(_) => "$17",
@@ -689,10 +715,10 @@ fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) ->
             let ids: Vec<Uuid> = hits.iter().map(|h| h.id).collect();
             let table = client
                 .select(
-                    "SELECT m.id, m.session_id, m.embedding FROM engram.memories m
+                    "SELECT m.id, m.session_id, CASE WHEN $3 THEN m.embedding END FROM engram.memories m
                      WHERE m.owner = $1 AND m.id = ANY ($2)",
                     None,
-                    &[owner.clone().into(), ids.into()],
+                    &[owner.clone().into(), ids.into(), q.finishing.into()],
                 )
                 .unwrap_or_else(|e| error!("engram: reading the hits' conversations failed: {e}"));
             let mut rows: HashMap<[u8; 16], (Option<String>, Vec<f32>)> = reading_into(q.memory, || {
@@ -706,7 +732,7 @@ fn as_of(scope: &Scope, q: &Search, at: Tstz, ids: Option<Vec<Option<Uuid>>>) ->
             for h in &mut hits {
                 let (session, embedding) = rows.remove(h.id.as_bytes()).unwrap_or_default();
                 h.session = session;
-                h.embedding = Some(embedding);
+                h.embedding = embedding;
             }
         }
         hits
@@ -810,10 +836,7 @@ fn newer_first(mut hits: Vec<Hit>, k: i32) -> Vec<Hit> {
     // the newer hit (its position) that contradicts each
     let mut newer: HashMap<usize, usize> = HashMap::new();
     if facts.len() >= 2 {
-        let vectors: Vec<&[f32]> = facts
-            .iter()
-            .map(|&i| hits[i].embedding.as_deref().unwrap_or_default())
-            .collect();
+        let vectors: Vec<&[f32]> = facts.iter().map(|&i| hits[i].embedding.as_slice()).collect();
         let cosines = engram_core::conflict::pairwise_cosines(&vectors);
         let texts: Vec<&str> = facts
             .iter()
