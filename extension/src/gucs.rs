@@ -277,7 +277,7 @@ pub(crate) fn _setting_conflict_threshold() -> f32 {
 }
 
 #[pg_extern(stable, parallel_safe)]
-fn _setting_similarity_floor() -> f32 {
+pub(crate) fn _setting_similarity_floor() -> f32 {
     SIMILARITY_FLOOR.get() as f32
 }
 

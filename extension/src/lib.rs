@@ -26,6 +26,7 @@ mod restore;
 mod scope;
 mod scoring;
 mod search;
+mod search_api;
 mod security;
 mod text_leg;
 mod time;

@@ -1,4 +1,4 @@
-//! Values passed through as they came: a pgvector `vector`, a `jsonb`, a `tsquery`,
+//! Values passed through as they came: a pgvector `vector`, a `jsonb`, a `tsquery`, a `text[]`,
 //! kept as datums (decoding a jsonb into Rust and back would cost a parse
 //! and could change its numbers). An argument is the caller's datum; a
 //! value read from an SPI row is copied out of SPI's memory, into the
@@ -128,6 +128,22 @@ raw_type!(
     |oid| oid == pg_sys::TSQUERYOID,
     "A `tsquery`."
 );
+
+raw_type!(
+    RawTexts,
+    "text[]",
+    pg_sys::TEXTARRAYOID,
+    |oid| oid == pg_sys::TEXTARRAYOID,
+    "A `text[]` as the caller passed it (its dimensions kept for the checks)."
+);
+
+impl RawTexts {
+    /// The array's elements, in storage order, whatever its dimensions.
+    pub fn texts(&self) -> Vec<Option<String>> {
+        // SAFETY: a live text[] datum (the call's argument).
+        unsafe { Vec::<Option<String>>::from_polymorphic_datum(self.datum, false, self.oid) }.unwrap_or_default()
+    }
+}
 
 impl RawVector {
     /// The vector's values. pgvector stores a vector as a varlena of

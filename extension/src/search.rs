@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use engram_core::ranking::{self, Candidate, Query};
+use engram_core::ranking::{self, Candidate};
 use pgrx::datum::{DatumWithOid, Range, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -27,7 +27,7 @@ type Texts = Vec<Option<String>>;
 
 /// One hit, as engram.search_hit holds it, with its conversation and what
 /// the conflict ranking reads.
-struct Hit {
+pub(crate) struct Hit {
     id: Uuid,
     content: Option<String>,
     kind: Option<String>,
@@ -246,16 +246,6 @@ fn _search_hits(
             error!("engram._search_hits needs its query's type: call it from SQL");
         }
     }
-    // (a scope of every owner's memories is never one: the statements
-    // below read the owner's, or a space's or group's publications)
-    let finishing = p_finish.unwrap_or(false);
-    if (owner.is_none() && space.is_none() && group_id.is_none()) || (finishing && owner.is_none()) {
-        ereport!(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            "internal error: a read scope without an owner"
-        );
-    }
     let scope = Scope {
         owner,
         statuses,
@@ -273,53 +263,126 @@ fn _search_hits(
         namespace_prefix,
         filter,
     };
-    let query = Search {
-        // SAFETY: a plain read; pgrx runs a set-returning function's first
-        // call in the context that lives until its last row is returned.
-        memory: unsafe { pg_sys::CurrentMemoryContext },
+    let finishing = p_finish.unwrap_or(false).then(|| Finishing {
+        search_k: p_search_k,
+        group_sessions: p_group_sessions.unwrap_or(false),
+        refresh_ttl: p_refresh_ttl.unwrap_or(false),
+    });
+    let query = Query {
         embedding: p_embedding,
         text: p_text,
         k: p_k,
         min_similarity: p_min_similarity,
         window: p_window,
-        finishing,
+        indexed: p_indexed.unwrap_or(false),
+        known_at: p_known_at,
+        ids: p_ids,
     };
-    let mut hits = match p_known_at {
-        Some(at) => as_of(&scope, &query, at, p_ids),
-        None => ranked(&scope, &query, p_indexed.unwrap_or(false)),
-    };
-    if finishing {
-        hits = finish(
-            &scope,
-            &query,
-            hits,
-            p_search_k,
-            p_group_sessions.unwrap_or(false),
-            p_refresh_ttl.unwrap_or(false),
+    TableIterator::new(hits(scope, query, finishing).into_iter().map(Hit::row))
+}
+
+/// The row `_search_hits` returns for a hit.
+pub(crate) type HitRow = (
+    Uuid,
+    Option<String>,
+    Option<String>,
+    Option<Texts>,
+    Option<RawJsonb>,
+    Option<f32>,
+    f32,
+    Option<f32>,
+    Option<f32>,
+    Option<Tstz>,
+    Option<String>,
+    Option<Tstz>,
+    Option<Tstz>,
+    Option<Tstz>,
+    Option<Texts>,
+    Option<String>,
+    Option<RawJsonb>,
+    Option<String>,
+);
+
+impl Hit {
+    pub(crate) fn row(self) -> HitRow {
+        (
+            self.id,
+            self.content,
+            self.kind,
+            self.tags,
+            self.metadata,
+            self.similarity,
+            self.score,
+            self.trust,
+            self.staleness,
+            self.created_at,
+            self.source,
+            self.occurred_at,
+            self.valid_from,
+            self.valid_to,
+            self.namespace,
+            self.key,
+            self.value,
+            self.session,
+        )
+    }
+}
+
+/// A search's query, as `_search_hits` takes it (see there).
+pub(crate) struct Query {
+    pub(crate) embedding: Option<RawVector>,
+    pub(crate) text: Option<String>,
+    pub(crate) k: Option<i32>,
+    pub(crate) min_similarity: Option<f32>,
+    pub(crate) window: Option<Range<Tstz>>,
+    /// the text index's statistics serve the caller (no scope tags)
+    pub(crate) indexed: bool,
+    pub(crate) known_at: Option<Tstz>,
+    pub(crate) ids: Option<Vec<Option<Uuid>>>,
+}
+
+/// engram.search's steps after the ranking (see `_search_hits`).
+pub(crate) struct Finishing {
+    /// search's own k
+    pub(crate) search_k: Option<i32>,
+    pub(crate) group_sessions: bool,
+    pub(crate) refresh_ttl: bool,
+}
+
+/// The hits of a read scope for a query, best first, finished when
+/// `finishing` is given: `_search_hits`'s body, which engram.search calls
+/// in the same process.
+pub(crate) fn hits(scope: Scope, query: Query, finishing: Option<Finishing>) -> Vec<Hit> {
+    // (a scope of every owner's memories is never one: the statements
+    // below read the owner's, or a space's or group's publications)
+    if (scope.owner.is_none() && scope.space.is_none() && scope.group_id.is_none())
+        || (finishing.is_some() && scope.owner.is_none())
+    {
+        ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "internal error: a read scope without an owner"
         );
     }
-    TableIterator::new(hits.into_iter().map(|h| {
-        (
-            h.id,
-            h.content,
-            h.kind,
-            h.tags,
-            h.metadata,
-            h.similarity,
-            h.score,
-            h.trust,
-            h.staleness,
-            h.created_at,
-            h.source,
-            h.occurred_at,
-            h.valid_from,
-            h.valid_to,
-            h.namespace,
-            h.key,
-            h.value,
-            h.session,
-        )
-    }))
+    let search = Search {
+        // SAFETY: a plain read; pgrx runs a set-returning function's first
+        // call in the context that lives until its last row is returned.
+        memory: unsafe { pg_sys::CurrentMemoryContext },
+        finishing: finishing.is_some(),
+        embedding: query.embedding,
+        text: query.text,
+        k: query.k,
+        min_similarity: query.min_similarity,
+        window: query.window,
+    };
+    let hits = match query.known_at {
+        Some(at) => as_of(&scope, &search, at, query.ids),
+        None => ranked(&scope, &search, query.indexed),
+    };
+    match finishing {
+        Some(f) => finish(&scope, &search, hits, f.search_k, f.group_sessions, f.refresh_ttl),
+        None => hits,
+    }
 }
 
 /// What a search asks for.
@@ -350,7 +413,7 @@ impl Search {
     }
 }
 
-fn sql_error(code: PgSqlErrorCode, message: String) -> ! {
+pub(crate) fn sql_error(code: PgSqlErrorCode, message: String) -> ! {
     ereport!(PgLogLevel::ERROR, code, message);
     unreachable!()
 }
@@ -479,7 +542,7 @@ fn ranked(scope: &Scope, q: &Search, indexed: bool) -> Vec<Hit> {
         keys.push(*r.id.as_bytes());
         sims.push(sim);
     }
-    let query = Query {
+    let query = ranking::Query {
         text: words.is_some(),
         embedding: q.embedding.is_some(),
         min_similarity: f64::from(q.min_similarity.unwrap_or(0.0)),

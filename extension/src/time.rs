@@ -2,6 +2,8 @@
 //! search boost of memories in the window a query names.
 
 use chrono::{DateTime, Duration, Utc};
+use pgrx::datum::{Range, RangeBound, TimestampWithTimeZone};
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 /// The window `query_text` names, read against a reference moment given as
@@ -21,6 +23,62 @@ fn _time_window_bounds(query_text: &str, reference_epoch: f64, utc_offset_s: i32
     let window = engram_core::time_window::time_window(query_text, local)?;
     let epoch = |t: Option<DateTime<Utc>>| t.map(|t| (t - offset).timestamp_micros() as f64 / 1e6);
     Some(vec![epoch(window.start), epoch(window.end)])
+}
+
+/// The window `query_text` names, read against `reference` in the
+/// session's time zone: what engram.time_window returns, computed in this
+/// process (engram.search's path). None when the text names no time or the
+/// reference is infinite.
+pub(crate) fn query_window(query_text: &str, reference: TimestampWithTimeZone) -> Option<Range<TimestampWithTimeZone>> {
+    const PG_EPOCH_S: f64 = 946_684_800.0;
+    let at = pg_sys::TimestampTz::from(reference);
+    if at == i64::MIN || at == i64::MAX {
+        return None;
+    }
+    // extract(timezone FROM reference): the session zone's offset then
+    // SAFETY: converts a finite timestamp in the session time zone.
+    let offset = unsafe {
+        let (mut tz, mut fsec) = (0, 0);
+        let mut tm: pg_sys::pg_tm = std::mem::zeroed();
+        if pg_sys::timestamp2tm(
+            at,
+            &mut tz,
+            &mut tm,
+            &mut fsec,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ) != 0
+        {
+            return None;
+        }
+        -tz
+    };
+    // (a query is at most 64 KiB, engram.search checks; the reading needs
+    // no more than its start)
+    let limit = engram_core::limits::MAX_QUERY_BYTES;
+    let text = match query_text.char_indices().nth(limit) {
+        Some((cut, _)) => &query_text[..cut],
+        None => query_text,
+    };
+    // (epoch seconds, rounded once, as extract(epoch ...)::float8 is)
+    let epoch = (at + (PG_EPOCH_S as i64) * 1_000_000) as f64 / 1e6;
+    let bounds = _time_window_bounds(text, epoch, offset)?;
+    // to_timestamp(seconds), as the SQL function converts each bound
+    let bound = |b: Option<f64>| -> RangeBound<TimestampWithTimeZone> {
+        b.and_then(|s| TimestampWithTimeZone::try_from(((s - PG_EPOCH_S) * 1e6).round_ties_even() as i64).ok())
+            .map_or(RangeBound::Infinite, |t| t.into())
+    };
+    let (start, end) = (
+        bound(bounds.first().copied().flatten()),
+        bound(bounds.get(1).copied().flatten()),
+    );
+    Some(Range::new(
+        start,
+        match end {
+            RangeBound::Inclusive(t) => RangeBound::Exclusive(t),
+            other => other,
+        },
+    ))
 }
 
 /// A search hit's relevance with engram-core's window boost when the

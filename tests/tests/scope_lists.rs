@@ -391,15 +391,14 @@ async fn the_restricted_role_cannot_read_the_lists() {
     assert_eq!(found.len(), 1);
 }
 
-/// A search runs from its candidates to its hits in one Rust call: the only
-/// plpgsql frame on a vector search's path is engram.search itself, which
-/// calls who it acts for (engram._caller) and engram._search_hits; the list
-/// rerank reads its blocks through engram._candidates. A hybrid search adds
-/// only the reading of the time its query names: its text leg reads the
-/// text index in the same call. A helper that came back onto the path
-/// would show here.
+/// A search runs from its arguments to its hits in one Rust call: no
+/// plpgsql frame is on a vector or hybrid search's path (engram.search
+/// finds who it acts for, the time its query names and its hits in the
+/// same process); the list rerank reads its blocks through
+/// engram._candidates, and a filter passed gets its checks. A helper that
+/// came back onto the path would show here.
 #[tokio::test]
-async fn a_vector_search_calls_one_plpgsql_function() {
+async fn a_search_runs_no_plpgsql_function() {
     if on_citus() {
         // (a coordinator plans the legs for its workers: other calls)
         return;
@@ -465,24 +464,18 @@ async fn a_vector_search_calls_one_plpgsql_function() {
             .map(|(f, _, _)| f.as_str())
             .collect();
         let filters = search.contains("tags_all");
-        let hybrid = search.contains("query_text");
+        // (the checks of a filter passed)
         let expected: &[&str] = if filters {
-            &["_check_1d", "_check_flat_filters", "search"]
-        } else if hybrid {
-            // (the time the query names)
-            &["search", "time_window"]
+            &["_check_1d", "_check_flat_filters"]
         } else {
-            &["search"]
+            &[]
         };
         assert_eq!(plpgsql, expected, "{search}: {calls:?}");
         for (f, _, n) in calls.iter().filter(|(_, lang, _)| lang == "c") {
-            let allowed = ["_caller", "_search_hits", "_candidates"].contains(&f.as_str())
-                || (filters && f == "_check_filters")
-                || (hybrid && ["_setting_similarity_floor", "_time_window_bounds", "_limit"].contains(&f.as_str()));
+            let allowed = ["search", "_candidates"].contains(&f.as_str()) || (filters && f == "_check_filters");
             assert!(allowed, "{search}: engram.{f} ({n} calls) on the path: {calls:?}");
         }
         let once = |f: &str| calls.iter().find(|(g, _, _)| g == f).map(|(_, _, n)| *n);
-        assert_eq!(once("_search_hits"), Some(1), "{calls:?}");
-        assert_eq!(once("_caller"), Some(1), "{calls:?}");
+        assert_eq!(once("search"), Some(1), "{calls:?}");
     }
 }

@@ -86,9 +86,11 @@ REVOKE EXECUTE ON FUNCTION engram._search_hits(text, text[], text, text[], text[
                                                real, tstzrange, boolean, timestamptz, uuid[], boolean, integer, boolean,
                                                boolean) FROM PUBLIC;
 
--- Every plpgsql/SQL function pins its search_path: pg_catalog first, then
--- engram and pgvector's schema (wherever CASCADE put it), pg_temp last, so
--- no object a caller can create shadows what engram calls. The public API
+-- Every plpgsql/SQL function, and each C function of the API that runs as
+-- the extension's owner (engram.search: its statements resolve operators
+-- through the search_path too), pins its search_path: pg_catalog first,
+-- then engram and pgvector's schema (wherever CASCADE put it), pg_temp
+-- last, so no object a caller can create shadows what engram calls. The public API
 -- (names without a leading underscore) runs as the extension's owner
 -- (SECURITY DEFINER): it is the only way to write. The helpers run as their
 -- caller and are not executable by PUBLIC.
@@ -103,7 +105,8 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure AS sig, p.proname LIKE '\_%' AS helper FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-        WHERE p.pronamespace = 'engram'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+        WHERE p.pronamespace = 'engram'::regnamespace
+          AND (l.lanname IN ('plpgsql', 'sql') OR (l.lanname = 'c' AND p.prosecdef AND p.proname NOT LIKE '\_%'))
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, engram, %I, pg_temp', f.sig, v_vector_schema);
         IF f.helper THEN
@@ -114,6 +117,10 @@ BEGIN
     END LOOP;
 END
 $$;
+-- (a search returns about k rows, not the 1000 a C function is assumed to)
+ALTER FUNCTION engram.search(text, vector, text, integer, text[], text[], text[], text, text[], text,
+                             timestamptz, timestamptz, real, boolean, timestamptz, timestamptz, timestamptz, text,
+                             text[], jsonb, boolean, text) ROWS 10;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
 -- Row-level security on a Citus worker checks a binding's proof. The

@@ -94,7 +94,7 @@ fn _binding() -> Option<pgrx::JsonB> {
 
 /// Caller input echoed in an error message: at most 80 characters, then
 /// "…" (engram._echo).
-fn echo(value: &str) -> String {
+pub(crate) fn echo(value: &str) -> String {
     match value.char_indices().nth(engram_core::error::MAX_ECHO_CHARS) {
         None => value.to_string(),
         Some((cut, _)) => format!("{}…", &value[..cut]),
@@ -299,7 +299,7 @@ fn jsonb_text(value: &serde_json::Value) -> String {
 
 /// _owner and _check_context in one call: the owner a memory call acts for.
 #[pg_extern(volatile)]
-fn _caller(
+pub(crate) fn _caller(
     p_owner: Option<String>,
     p_internal_type: Option<String>,
     p_scope: Option<Vec<Option<String>>>,

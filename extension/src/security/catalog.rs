@@ -209,7 +209,7 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
     }
     // SAFETY: a syscache lookup inside a transaction (watching() checked);
     // the tuple is released before returning.
-    let (namespace, name, language, volatility, returns) = unsafe {
+    let (namespace, name, language, volatility, returns, definer) = unsafe {
         let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as c_int, pg_sys::Datum::from(oid));
         if tuple.is_null() {
             return FunctionKind::Other;
@@ -224,6 +224,7 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
             (*proc).prolang,
             (*proc).provolatile as u8,
             u32::from((*proc).prorettype),
+            (*proc).prosecdef,
         );
         pg_sys::ReleaseSysCache(tuple);
         found
@@ -233,9 +234,14 @@ fn classify_function(oid: pg_sys::Oid) -> FunctionKind {
     // that are pure or that engram_agent may call (they check the caller
     // themselves), are not engram's to guard. A C helper that reads data
     // and that agents may not call (the k-nearest search, who a call acts
-    // for) is a helper like the plpgsql ones: below.
+    // for) is a helper like the plpgsql ones: below. A C function of the
+    // API that runs as the extension's owner (engram.search) is engram's
+    // own frame, as a plpgsql one is: the helpers it calls run inside it.
     if namespace != engram || u32::from(language) == 12 {
         return FunctionKind::Other;
+    }
+    if u32::from(language) == 13 && definer && name != Some(b'_') {
+        return FunctionKind::EngramApi;
     }
     if u32::from(language) == 13 {
         if volatility == pg_sys::PROVOLATILE_IMMUTABLE || name != Some(b'_') {

@@ -80,6 +80,7 @@ mod hooks;
 mod path_guard;
 mod reasons;
 
+pub(crate) use binding::{_caller as caller, echo};
 pub(crate) use reasons::withheld_now;
 
 /// Installs the hooks and the catalog watch; called from `_PG_init`.
