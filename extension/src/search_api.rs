@@ -67,6 +67,9 @@ fn search(
         name!(session, Option<String>),
     ),
 > {
+    if query_embedding.is_some_and(|e| e.oid() == pg_sys::InvalidOid) {
+        error!("engram.search needs its query's type: call it from SQL");
+    }
     let texts = |a: &Option<RawTexts>| a.as_ref().map(RawTexts::texts);
     let owner = crate::security::caller(owner, internal_type.clone(), texts(&scope_tags), Some(false));
     // (the arrays as passed: a check sees their dimensions)
@@ -123,12 +126,17 @@ fn search(
     let ids = entity.map(|entity| {
         check("SELECT engram._check_entity('entity', $1)", vec![entity.clone().into()]);
         // (none when the entity is unknown: nothing is about it)
-        Spi::get_one_with_args::<Vec<Option<Uuid>>>(
-            "SELECT engram._entity_memories($1, $2)",
-            &[owner.clone().into(), entity.into()],
-        )
-        .unwrap_or_else(|e| error!("engram: reading the entity's memories failed: {e}"))
-        .unwrap_or_default()
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT engram._entity_memories($1, $2)",
+                    None,
+                    &[owner.clone().into(), entity.into()],
+                )
+                .and_then(|t| t.first().get::<Vec<Option<Uuid>>>(1))
+                .unwrap_or_else(|e| error!("engram: reading the entity's memories failed: {e}"))
+                .unwrap_or_default()
+        })
     });
     let archived = include_archived.unwrap_or(false);
     let mut as_of = None;
@@ -235,9 +243,16 @@ fn search(
     }))
 }
 
-/// Runs one of engram's argument checks (it raises its own error).
+/// Runs one of engram's argument checks (it raises its own error). A read:
+/// a search must run on a hot standby, where a transaction cannot get an
+/// id.
 fn check(sql: &str, args: Vec<DatumWithOid<'_>>) {
-    Spi::run_with_args(sql, &args).unwrap_or_else(|e| error!("engram: checking the search's arguments failed: {e}"));
+    Spi::connect(|client| {
+        client
+            .select(sql, None, &args)
+            .map(drop)
+            .unwrap_or_else(|e| error!("engram: checking the search's arguments failed: {e}"));
+    });
 }
 
 fn texts_arg(value: Option<RawTexts>) -> DatumWithOid<'static> {

@@ -60,13 +60,25 @@ pub(crate) fn query_window(query_text: &str, reference: TimestampWithTimeZone) -
         Some((cut, _)) => &query_text[..cut],
         None => query_text,
     };
-    // (epoch seconds, rounded once, as extract(epoch ...)::float8 is)
-    let epoch = (at + (PG_EPOCH_S as i64) * 1_000_000) as f64 / 1e6;
+    // (epoch seconds, as extract(epoch ...)::float8 reads them: the same
+    // double for any time from 1685 to 2255, within a few microseconds
+    // outside, which the reading rounds away)
+    let epoch = (i128::from(at) + (PG_EPOCH_S as i128) * 1_000_000) as f64 / 1e6;
     let bounds = _time_window_bounds(text, epoch, offset)?;
-    // to_timestamp(seconds), as the SQL function converts each bound
+    // to_timestamp(seconds), as the SQL function converts each bound (and
+    // refuses one out of range, 22008)
     let bound = |b: Option<f64>| -> RangeBound<TimestampWithTimeZone> {
-        b.and_then(|s| TimestampWithTimeZone::try_from(((s - PG_EPOCH_S) * 1e6).round_ties_even() as i64).ok())
-            .map_or(RangeBound::Infinite, |t| t.into())
+        let Some(s) = b else {
+            return RangeBound::Infinite;
+        };
+        let us = ((s - PG_EPOCH_S) * 1e6).round_ties_even();
+        match TimestampWithTimeZone::try_from(us as i64) {
+            Ok(t) if us.abs() < 9.2e18 => t.into(),
+            _ => crate::search::sql_error(
+                PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                "timestamp out of range".into(),
+            ),
+        }
     };
     let (start, end) = (
         bound(bounds.first().copied().flatten()),

@@ -72,6 +72,29 @@ async fn standby_serves_bound_reads_and_refuses_writes() {
         .collect();
     assert_eq!(estimated.first(), Some(&tea));
     assert!(!estimated.contains(&secret));
+    // every argument check a search runs is a read (a standby gives no
+    // transaction an id)
+    let filtered: Vec<Uuid> = app
+        .query(
+            "SELECT id FROM engram.search(query_embedding => '[1,0,0,0]', query_text => 'tea yesterday', k => 5,
+                                          tags_all => '{drinks}', tags_any => '{drinks,chess}', valid_at => now(),
+                                          reference_time => now(), filter => '{}')",
+            &[],
+        )
+        .await
+        .expect("filtered search on the standby")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(filtered, vec![tea]);
+    let about = app
+        .query(
+            "SELECT id FROM engram.search(query_text => 'tea', entity => 'nobody', known_at => now())",
+            &[],
+        )
+        .await
+        .expect("entity search on the standby");
+    assert!(about.is_empty(), "nothing is about an unknown entity");
     let text: Vec<Uuid> = app
         .query("SELECT id FROM engram.search(query_text => 'green tea')", &[])
         .await

@@ -117,10 +117,11 @@ BEGIN
     END LOOP;
 END
 $$;
--- (a search returns about k rows, not the 1000 a C function is assumed to)
+-- (a search returns about k rows, not the 1000 a C function is assumed
+-- to, and costs what a plpgsql function is assumed to)
 ALTER FUNCTION engram.search(text, vector, text, integer, text[], text[], text[], text, text[], text,
                              timestamptz, timestamptz, real, boolean, timestamptz, timestamptz, timestamptz, text,
-                             text[], jsonb, boolean, text) ROWS 10;
+                             text[], jsonb, boolean, text) ROWS 10 COST 100;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
 -- Row-level security on a Citus worker checks a binding's proof. The
