@@ -353,7 +353,15 @@ async def test_entities_owners_stats_and_resources(browser, site):
     wait(d, lambda d: "entity=Jos" in d.current_url and len(listed(d)) == 5)
     d.back()
     wait(d, lambda d: d.find_element(By.ID, "entity-name").text == "José Díaz")
-    [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link") if e.text == "Tom Baker"][0].click()
+    # (the related list may render again after the name: found and clicked
+    # in one retried step)
+    def click_tom(d):
+        links = [e for e in d.find_elements(By.CSS_SELECTOR, "#entity-related .entity-link") if e.text == "Tom Baker"]
+        if not links:
+            return False
+        links[0].click()
+        return True
+    wait(d, click_tom)
     wait(d, lambda d: d.find_element(By.ID, "entity-name").text == "Tom Baker")
 
     # owners: every owner the database holds something for (engram.owners),
