@@ -288,11 +288,7 @@ impl Scope {
     }
 
     fn filter_value(&self) -> DatumWithOid<'_> {
-        match self.filter {
-            // SAFETY: the caller's jsonb, with its own type's oid.
-            Some(f) => unsafe { DatumWithOid::new(f, f.oid()) },
-            None => DatumWithOid::null_oid(pg_sys::JSONBOID),
-        }
+        RawJsonb::arg(self.filter)
     }
 
     /// Whether the scope lists cover this scope: an owner's active

@@ -137,7 +137,28 @@ raw_type!(
     "A `text[]` as the caller passed it (its dimensions kept for the checks)."
 );
 
+impl RawJsonb {
+    /// A statement argument: the value with its own type, or a NULL jsonb.
+    pub fn arg(value: Option<Self>) -> pgrx::datum::DatumWithOid<'static> {
+        match value {
+            // SAFETY: a live jsonb datum, with its own type's oid.
+            Some(v) => unsafe { pgrx::datum::DatumWithOid::new(v, v.oid()) },
+            None => pgrx::datum::DatumWithOid::null_oid(pg_sys::JSONBOID),
+        }
+    }
+}
+
 impl RawTexts {
+    /// A statement argument: the array as it came (its dimensions kept), or
+    /// a NULL text[].
+    pub fn arg(value: Option<Self>) -> pgrx::datum::DatumWithOid<'static> {
+        match value {
+            // SAFETY: a live text[] datum, with its own type's oid.
+            Some(v) => unsafe { pgrx::datum::DatumWithOid::new(v, v.oid()) },
+            None => pgrx::datum::DatumWithOid::null_oid(pg_sys::TEXTARRAYOID),
+        }
+    }
+
     /// The array's elements, in storage order, whatever its dimensions.
     pub fn texts(&self) -> Vec<Option<String>> {
         // SAFETY: a live text[] datum (the call's argument).

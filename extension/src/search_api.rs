@@ -71,17 +71,18 @@ fn search(
         error!("engram.search needs its query's type: call it from SQL");
     }
     let texts = |a: &Option<RawTexts>| a.as_ref().map(RawTexts::texts);
-    let owner = crate::security::caller(owner, internal_type.clone(), texts(&scope_tags), Some(false));
+    let scope_list = texts(&scope_tags);
+    let owner = crate::security::caller(owner, internal_type.clone(), scope_list.clone(), Some(false));
     // (the arrays as passed: a check sees their dimensions)
     if kinds.is_some() || tags_all.is_some() || tags_any.is_some() || internal_type.is_some() || scope_tags.is_some() {
         check(
             "SELECT engram._check_flat_filters($1, $2, $3, $4, $5)",
             vec![
-                texts_arg(kinds),
-                texts_arg(tags_all),
-                texts_arg(tags_any),
+                RawTexts::arg(kinds),
+                RawTexts::arg(tags_all),
+                RawTexts::arg(tags_any),
                 internal_type.clone().into(),
-                texts_arg(scope_tags),
+                RawTexts::arg(scope_tags),
             ],
         );
     }
@@ -95,7 +96,7 @@ fn search(
     if namespace_prefix.is_some() || filter.is_some() {
         check(
             "SELECT engram._check_item_filters($1, $2)",
-            vec![texts_arg(namespace_prefix), jsonb_arg(filter)],
+            vec![RawTexts::arg(namespace_prefix), RawJsonb::arg(filter)],
         );
     }
     if let Some(g) = group_by.as_deref().filter(|g| *g != "session") {
@@ -176,10 +177,9 @@ fn search(
     // The scope is ANDed with the caller's own tag filters (scope tags can
     // only narrow). The text index's statistics serve a caller who sees
     // every memory they count: no scope tags.
-    let scope_tags = texts(&scope_tags);
-    let indexed = scope_tags.as_ref().is_none_or(Vec::is_empty);
+    let indexed = scope_list.as_ref().is_none_or(Vec::is_empty);
     let mut all_tags: Texts = texts(&tags_all).unwrap_or_default();
-    all_tags.extend(scope_tags.unwrap_or_default());
+    all_tags.extend(scope_list.unwrap_or_default());
     let statuses = if archived {
         vec!["active", "archived", "expired"]
     } else {
@@ -253,22 +253,6 @@ fn check(sql: &str, args: Vec<DatumWithOid<'_>>) {
             .map(drop)
             .unwrap_or_else(|e| error!("engram: checking the search's arguments failed: {e}"));
     });
-}
-
-fn texts_arg(value: Option<RawTexts>) -> DatumWithOid<'static> {
-    match value {
-        // SAFETY: the caller's text[] argument.
-        Some(v) => unsafe { DatumWithOid::new(v, v.oid()) },
-        None => DatumWithOid::null_oid(pg_sys::TEXTARRAYOID),
-    }
-}
-
-fn jsonb_arg(value: Option<RawJsonb>) -> DatumWithOid<'static> {
-    match value {
-        // SAFETY: the caller's jsonb argument.
-        Some(v) => unsafe { DatumWithOid::new(v, pg_sys::JSONBOID) },
-        None => DatumWithOid::null_oid(pg_sys::JSONBOID),
-    }
 }
 
 fn refuse(message: String) -> ! {
