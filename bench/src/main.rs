@@ -511,7 +511,7 @@ impl Args {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = Args::parse();
-    let mut c = connect(&a.dsn).await;
+    let c = connect(&a.dsn).await;
     if a.retrieval_only {
         return conversations::eval(&c, &a.local_model(), &a.retrieval_data, 1, a.turn_context).await;
     }
@@ -530,7 +530,8 @@ async fn main() {
     }
     if a.text_cost_only {
         let dims: i32 = c.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
-        return text_cost::run(&mut c, dims as usize, a.queries / 2).await;
+        let mut own = text_cost::database(&c, &a.dsn, dims).await;
+        return text_cost::run(&mut own, dims as usize, a.queries / 2).await;
     }
     if let Some(citus) = &a.citus_dsn {
         let shape = tenants::Shape {

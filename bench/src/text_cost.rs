@@ -119,6 +119,48 @@ async fn functions_per_call(c: &mut Client, sql: &str, o: &str, q: &Vector, text
     (calls - calls0, distinct)
 }
 
+/// The text owners live in a database of their own, `<the bench's>_text`
+/// (created with the extension when missing, at the bench's dimension):
+/// their 110,000 memories would otherwise share the bench's table and graph
+/// and change what every scoped search of the other measurements walks.
+pub async fn database(c: &Client, dsn: &str, dims: i32) -> Client {
+    let name: String = c
+        .query_one("SELECT current_database() || '_text'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let exists: bool = c
+        .query_one("SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", &[&name])
+        .await
+        .unwrap()
+        .get(0);
+    if !exists {
+        progress(&format!("text cost: creating database {name}"));
+        c.batch_execute(&format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\"")))
+            .await
+            .unwrap_or_else(|e| panic!("cannot create database {name}: {e}"));
+    }
+    let mut own: tokio_postgres::Config = dsn.parse().expect("--dsn");
+    own.dbname(&name);
+    let (t, conn) = own
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {name}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    t.batch_execute("CREATE EXTENSION IF NOT EXISTS engram CASCADE")
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the extension in {name}: {e}"));
+    let have: i32 = t.query_one("SELECT engram._dims()", &[]).await.unwrap().get(0);
+    if have != dims {
+        t.execute("SELECT engram.configure(embedding_dims => $1)", &[&dims])
+            .await
+            .unwrap_or_else(|e| panic!("cannot set {name}'s dimension to {dims}: {e}"));
+    }
+    t
+}
+
 pub async fn run(c: &mut Client, dims: usize, runs: usize) {
     progress("text cost: loading the owners (skipped when loaded)");
     load(c, dims).await;
