@@ -149,6 +149,7 @@ const PUBLICATIONS_SQL: &str = "SELECT count(*)::float8 FROM engram.publications
 WHERE ($1::text IS NULL OR p.space = $1) AND ($2::text IS NULL OR p.group_id = $2)";
 
 /// The read scope, as engram.read_scope's fields.
+#[derive(Default)]
 pub(crate) struct Scope {
     pub owner: Option<String>,
     pub statuses: Option<Vec<Option<String>>>,

@@ -120,12 +120,7 @@ extension_sql_file!(
     name = "api_events",
     requires = ["api_workspaces"]
 );
-extension_sql_file!(
-    "../sql/api/context.sql",
-    name = "api_context",
-    requires = ["api_events"]
-);
-extension_sql_file!("../sql/api/vision.sql", name = "api_vision", requires = ["api_context"]);
+extension_sql_file!("../sql/api/vision.sql", name = "api_vision", requires = ["api_events"]);
 extension_sql_file!("../sql/api/citus.sql", name = "api_citus", requires = ["api_vision"]);
 extension_sql_file!("../sql/api/backup.sql", name = "api_backup", requires = ["api_citus"]);
 extension_sql_file!("../sql/api/privileges.sql", name = "api_privileges", finalize);

@@ -852,6 +852,17 @@ fn finish(
     hits
 }
 
+/// Counts an access for each of an owner's memories `ids` (none in a
+/// read-only transaction): what engram.context does with the memories it
+/// shows.
+pub(crate) fn touch_hits(owner: String, ids: Vec<Uuid>) {
+    // SAFETY: a plain read of a backend global.
+    if ids.is_empty() || unsafe { pg_sys::XactReadOnly } {
+        return;
+    }
+    Spi::connect_mut(|client| touch(client, Some(owner), ids));
+}
+
 /// Counts an access for each hit, in the stats table beside the memories
 /// (never in the rows the HNSW index points at), in a fixed lock order so
 /// that concurrent searches never deadlock. Not in a read-only transaction

@@ -105,9 +105,7 @@ fn search(
             crate::security::echo(g)
         ));
     }
-    // SAFETY: reads the transaction's start time (now()).
-    let now = Tstz::try_from(unsafe { pg_sys::GetCurrentTransactionStartTimestamp() })
-        .unwrap_or_else(|_| error!("engram: the transaction's start time is out of range"));
+    let now = crate::time::now();
     let words = query_text
         .as_deref()
         .map(|t| t.trim_matches(' '))

@@ -11,8 +11,10 @@ use pgrx::prelude::*;
 /// that moment: `[start, end)` in epoch seconds, an open side NULL; NULL
 /// when the text names no time. Days are the caller's calendar days: the
 /// reference is shifted to local wall time, read, and the window shifted
-/// back. engram.time_window wraps it as a tstzrange.
-#[pg_extern(immutable, parallel_safe, strict)]
+/// back. [`query_window`] wraps it as a tstzrange. (Not in SQL since
+/// 0.23.0; the install scripts of the releases before create it from this
+/// library.)
+#[pg_extern(immutable, parallel_safe, strict, sql = false)]
 fn _time_window_bounds(query_text: &str, reference_epoch: f64, utc_offset_s: i32) -> Option<Vec<Option<f64>>> {
     if !reference_epoch.is_finite() {
         return None;
@@ -25,9 +27,30 @@ fn _time_window_bounds(query_text: &str, reference_epoch: f64, utc_offset_s: i32
     Some(vec![epoch(window.start), epoch(window.end)])
 }
 
+/// The time query_text names ("yesterday", "last week", "two years ago",
+/// "in May 2023", "since March", "before May 5", "2024-03-01"), read
+/// against reference_time (default now) in the session's time zone, as a
+/// half-open range [start, end); NULL when it names no time. Search boosts
+/// the memories whose occurred_at falls in it.
+#[pg_extern(stable, parallel_safe, name = "time_window")]
+fn time_window(
+    query_text: Option<&str>,
+    reference_time: default!(Option<TimestampWithTimeZone>, "NULL"),
+) -> Option<Range<TimestampWithTimeZone>> {
+    let text = query_text.filter(|t| !t.trim_matches(' ').is_empty())?;
+    query_window(text, reference_time.unwrap_or_else(now))
+}
+
+/// The transaction's start time (now()).
+pub(crate) fn now() -> TimestampWithTimeZone {
+    // SAFETY: reads the transaction's start time.
+    TimestampWithTimeZone::try_from(unsafe { pg_sys::GetCurrentTransactionStartTimestamp() })
+        .unwrap_or_else(|_| error!("engram: the transaction's start time is out of range"))
+}
+
 /// The window `query_text` names, read against `reference` in the
-/// session's time zone: what engram.time_window returns, computed in this
-/// process (engram.search's path). None when the text names no time or the
+/// session's time zone: engram.time_window, and engram.search's and
+/// engram.context's window. None when the text names no time or the
 /// reference is infinite.
 pub(crate) fn query_window(query_text: &str, reference: TimestampWithTimeZone) -> Option<Range<TimestampWithTimeZone>> {
     const PG_EPOCH_S: f64 = 946_684_800.0;

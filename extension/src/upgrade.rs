@@ -90,7 +90,7 @@ pub fn forget_pending(aborted_sub: Option<pg_sys::SubTransactionId>) {
 
 /// The API's topic files, in the order lib.rs loads them at CREATE EXTENSION
 /// (a file may use types and functions of the files before it).
-const API_FILES: [&str; 21] = [
+const API_FILES: [&str; 20] = [
     include_str!("../sql/api/helpers.sql"),
     include_str!("../sql/api/search_plans.sql"),
     include_str!("../sql/api/scope_lists.sql"),
@@ -107,7 +107,6 @@ const API_FILES: [&str; 21] = [
     include_str!("../sql/api/slots.sql"),
     include_str!("../sql/api/workspaces.sql"),
     include_str!("../sql/api/events.sql"),
-    include_str!("../sql/api/context.sql"),
     include_str!("../sql/api/vision.sql"),
     include_str!("../sql/api/citus.sql"),
     include_str!("../sql/api/backup.sql"),

@@ -398,7 +398,7 @@ async fn the_restricted_role_cannot_read_the_lists() {
 /// engram._candidates, and a filter passed gets its checks. A helper that
 /// came back onto the path would show here.
 #[tokio::test]
-async fn a_search_runs_no_plpgsql_function() {
+async fn a_search_or_a_context_runs_no_plpgsql_function() {
     if on_citus() {
         // (a coordinator plans the legs for its workers: other calls)
         return;
@@ -477,5 +477,43 @@ async fn a_search_runs_no_plpgsql_function() {
         }
         let once = |f: &str| calls.iter().find(|(g, _, _)| g == f).map(|(_, _, n)| *n);
         assert_eq!(once("search"), Some(1), "{calls:?}");
+    }
+    // The context package: its sections by kept statements, its memories
+    // by the search's steps, in the one call.
+    c.batch_execute(
+        "SELECT engram.workspace_create(owner => 'o', name => 'w');
+         SELECT engram.state_save(owner => 'o', workspace => 'w', name => 'today', active_task => 'notes');
+         SELECT engram.slot_set(owner => 'o', label => 'persona', content => 'terse', pinned => true);
+         SELECT engram.capture(owner => 'o', event_type => 'tool_invocation', content => 'ran ls', session_id => 's',
+                               workspace => 'w', tool_name => 'ls', success => true);
+         SELECT engram.summarize(owner => 'o', session_id => 's', content => 'listed the notes');",
+    )
+    .await
+    .unwrap();
+    for (context, expected) in [
+        (
+            "SELECT engram.context(owner => 'o', query_embedding => '[0.3, 0.8, 0.2, 1]', workspace => 'w')",
+            &[][..],
+        ),
+        // (the session's name is checked)
+        (
+            "SELECT engram.context(owner => 'o', query_text => 'note 17', session_id => 's')",
+            &["_check_name"][..],
+        ),
+    ] {
+        let (rows, calls) = called(context).await;
+        assert_eq!(rows, 1, "{context}");
+        let plpgsql: Vec<&str> = calls
+            .iter()
+            .filter(|(_, lang, _)| lang != "c")
+            .map(|(f, _, _)| f.as_str())
+            .collect();
+        assert_eq!(plpgsql, expected, "{context}: {calls:?}");
+        for (f, _, n) in calls.iter().filter(|(_, lang, _)| lang == "c") {
+            assert!(
+                ["context", "_candidates"].contains(&f.as_str()),
+                "{context}: engram.{f} ({n} calls) on the path: {calls:?}"
+            );
+        }
     }
 }

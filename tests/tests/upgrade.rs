@@ -1,4 +1,4 @@
-//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.21.0,
+//! ALTER EXTENSION engram UPDATE from each earlier release (0.1.0 to 0.22.0,
 //! whose install scripts are kept as tests/sql/engram--<version>.sql): the
 //! data written under it survives, and the catalog equals a fresh install's.
 
@@ -1689,4 +1689,127 @@ async fn upgrade_from_0_21_0_searches_as_before() {
         .unwrap()
         .get(0);
     assert!(!callable);
+}
+
+/// 0.22.0 -> 0.23.0: engram.context, state_load's and workspace_load's
+/// sections and engram.time_window are Rust. The same packages, states,
+/// workspaces and windows before and after (ages left out: they move with
+/// the clock), and the same access counts.
+#[tokio::test]
+async fn upgrade_from_0_22_0_resumes_as_before() {
+    let (_name, old) = install("0.22.0").await;
+    old.batch_execute(
+        "INSERT INTO engram.memories (owner, content, content_sha256, dedup_key, kind, embedding, occurred_at,
+                                      created_at, valid_from)
+         SELECT 'dana', 'deploy note ' || n || CASE WHEN n % 4 = 0 THEN ' about the budget' ELSE '' END,
+                sha256(n::text::bytea), sha256(n::text::bytea), 'episodic',
+                ARRAY[sin(n), cos(n), sin(2 * n), 1]::vector, now() - make_interval(days => n % 9),
+                now() - interval '2 days', now() - interval '2 days'
+         FROM generate_series(1, 60) n;
+         SELECT engram.workspace_create(owner => 'dana', name => 'api');
+         SELECT engram.workspace_create(owner => 'dana', name => 'web');
+         SELECT engram.slot_set(owner => 'dana', label => 'persona', content => 'terse', pinned => true);
+         SELECT engram.slot_set(owner => 'dana', label => 'persona', content => 'api voice', pinned => true,
+                                workspace => 'api');
+         SELECT engram.slot_set(owner => 'dana', label => 'rules', content => 'no force pushes', pinned => true);
+         SELECT engram.slot_set(owner => 'dana', label => 'scratch', content => 'not pinned');
+         SELECT engram.capture(owner => 'dana', event_type => 'tool_invocation', content => 'deploy ' || n,
+                               session_id => 's' || (n % 2), workspace => CASE WHEN n % 3 = 0 THEN 'web' ELSE 'api' END,
+                               tool_name => 'deploy', success => n % 2 = 0, error => 'DATABASE_URL unset',
+                               duration_ms => n, tool_output => to_jsonb('output ' || n))
+         FROM generate_series(1, 9) n;
+         SELECT engram.capture(owner => 'dana', event_type => 'tool_invocation', content => 'loose',
+                               session_id => 's9', tool_name => 'ls', success => true);
+         SELECT engram.summarize(owner => 'dana', session_id => 's1', content => 'Deploy failed on a missing env var.');
+         SELECT engram.state_save(owner => 'dana', workspace => 'api', name => 'first', active_task => 'deploy v1');
+         SELECT engram.state_save(owner => 'dana', workspace => 'api', name => 'end-of-day', active_task => 'deploy v2',
+                                  next_steps => '{\"set DATABASE_URL\", \"deploy again\"}', tags => '{ops}');",
+    )
+    .await
+    .unwrap();
+    let reads = [
+        "engram.context(owner => 'dana', query_embedding => '[0.3, 0.8, 0.2, 1]', query_text => 'budget',
+                        workspace => 'api')",
+        "engram.context(owner => 'dana', session_id => 's0')",
+        "engram.context(owner => 'dana', session_id => 's9', query_text => 'the budget yesterday')",
+        "engram.context(owner => 'dana', query_embedding => '[0.3, 0.8, 0.2, 1]', workspace => 'web',
+                        budget_chars => 700)",
+        "engram.context(owner => 'dana', query_text => 'deploy', mode => 'agent', role => 'guest')",
+        "engram.context(owner => 'dana', query_embedding => '[-0.5, 0.1, 0.7, 1]', budget_chars => 250)",
+        "engram.state_load(owner => 'dana', workspace => 'api')",
+        "engram.state_load(owner => 'dana', workspace => 'api', name => 'first')",
+        "engram.workspace_load(owner => 'dana', name => 'api')",
+        "to_jsonb(engram.time_window('yesterday', '2026-05-14 10:00Z'))",
+        "to_jsonb(engram.time_window('in May 2023 and since March'))",
+    ];
+    // each read's JSON without its ages (the clock moves between runs), and
+    // the access counts it left
+    let run = |read: &'static str| {
+        let old = &old;
+        async move {
+            old.batch_execute("BEGIN").await.unwrap();
+            let got: String = old
+                .query_one(
+                    &format!(
+                        "SELECT regexp_replace(regexp_replace(regexp_replace(r::text,
+                                  '\"age_s\": [0-9]+', '\"age_s\": _', 'g'), '[0-9]+[smhd] ago', '_ ago', 'g'),
+                                  '\"chars\": [0-9]+', '\"chars\": _', 'g')
+                         FROM (SELECT {read} AS r) x"
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{read}: {e:?}"))
+                .get(0);
+            let touched: i64 = old
+                .query_one(
+                    "SELECT coalesce(sum(access_count), 0)::int8 FROM engram.memory_access",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            old.batch_execute("ROLLBACK").await.unwrap();
+            (got, touched)
+        }
+    };
+    let mut before = Vec::new();
+    for read in reads {
+        before.push(run(read).await);
+    }
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    for (read, expected) in reads.iter().zip(&before) {
+        assert_eq!(&run(read).await, expected, "{read}");
+    }
+    // what was compared holds what it should: memories found and counted,
+    // the latest state, the workspace's slot over the global one, a window
+    assert!(
+        before[0].0.contains("about the budget") && before[0].1 > 0,
+        "{:?}",
+        before[0]
+    );
+    assert!(before[6].0.contains("\"name\": \"end-of-day\""), "{:?}", before[6]);
+    assert!(
+        before[8].0.contains("api voice") && !before[8].0.contains("terse"),
+        "{:?}",
+        before[8]
+    );
+    assert!(before[9].0.contains("2026-05-13"), "{:?}", before[9]);
+    // the helpers are not for the agents' role
+    for helper in [
+        "engram._pinned_slots(text, text)",
+        "engram._state_of(text, uuid, text, text)",
+    ] {
+        let callable: bool = old
+            .query_one(
+                &format!("SELECT has_function_privilege('engram_agent', '{helper}', 'EXECUTE')"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!callable, "{helper}");
+    }
 }

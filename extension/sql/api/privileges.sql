@@ -56,7 +56,6 @@ REVOKE EXECUTE ON FUNCTION engram._install_api(text) FROM PUBLIC;
 -- (the Rust helpers of 0.13.0: the API calls them as the extension's owner)
 REVOKE EXECUTE ON FUNCTION engram._entities(text, text[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._entity_key(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION engram._time_window_bounds(text, double precision, integer) FROM PUBLIC;
 -- (and those of 0.14.0)
 REVOKE EXECUTE ON FUNCTION engram._text_scores(bigint[], double precision[], boolean[], integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._max_query_terms() FROM PUBLIC;
@@ -122,6 +121,8 @@ $$;
 ALTER FUNCTION engram.search(text, vector, text, integer, text[], text[], text[], text, text[], text,
                              timestamptz, timestamptz, real, boolean, timestamptz, timestamptz, timestamptz, text,
                              text[], jsonb, boolean, text) ROWS 10 COST 100;
+REVOKE EXECUTE ON FUNCTION engram._pinned_slots(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._state_of(text, uuid, text, text) FROM PUBLIC;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
 -- Row-level security on a Citus worker checks a binding's proof. The

@@ -82,31 +82,6 @@ BEGIN
 END
 $fn$;
 
--- The time query_text names ("yesterday", "last week", "two years ago",
--- "in May 2023", "since March", "before May 5", "2024-03-01"), read
--- against reference_time (default now) in the session's time zone, as a
--- half-open range [start, end); NULL when it names no time (engram-core's
--- time_window). Search boosts the memories whose occurred_at falls in it.
-CREATE FUNCTION engram.time_window(query_text text, reference_time timestamptz DEFAULT NULL) RETURNS tstzrange
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
-DECLARE
-    v_ref    timestamptz := coalesce(time_window.reference_time, now());
-    v_bounds float8[];
-BEGIN
-    IF nullif(btrim(time_window.query_text), '') IS NULL OR NOT isfinite(v_ref) THEN
-        RETURN NULL;
-    END IF;
-    -- (a query is at most 64 KiB, engram.search checks; the reading needs
-    -- no more than its start)
-    v_bounds := engram._time_window_bounds(left(time_window.query_text, engram._limit('query_bytes')::integer), extract(epoch FROM v_ref)::float8,
-                                           extract(timezone FROM v_ref)::integer);
-    IF v_bounds IS NULL THEN
-        RETURN NULL;
-    END IF;
-    RETURN tstzrange(to_timestamp(v_bounds[1]), to_timestamp(v_bounds[2]), '[)');
-END
-$fn$;
-
 -- Candidates per search leg for k results: k; at least 100 for a hybrid
 -- query, so that a memory near the query in meaning and in words is in
 -- both legs' pools and gets both its cosine and its text score; at

@@ -152,26 +152,6 @@ BEGIN
 END
 $fn$;
 
--- The pinned slots visible in a workspace ('' for the global ones only).
-CREATE FUNCTION engram._pinned_slots(p_owner text, p_workspace text) RETURNS jsonb
-LANGUAGE sql STABLE AS $fn$
-    SELECT coalesce(jsonb_agg(jsonb_build_object('label', v.label, 'workspace', nullif(v.workspace, ''),
-               'content', v.content, 'chars', char_length(v.content), 'size_limit', v.size_limit,
-               'pinned', true, 'age_s', round(extract(epoch FROM now() - v.updated_at)))
-               ORDER BY v.label), '[]')
-    FROM engram._visible_slots(p_owner, p_workspace) v
-    WHERE v.pinned
-$fn$;
-
-CREATE FUNCTION engram._state_json(s engram.states, p_workspace text) RETURNS jsonb
-LANGUAGE sql STABLE AS $fn$
-    SELECT jsonb_build_object('id', s.id, 'workspace', p_workspace, 'name', s.name, 'description', s.description,
-        'conversation_context', s.conversation_context, 'active_task', s.active_task,
-        'active_files', to_jsonb(s.active_files), 'next_steps', to_jsonb(s.next_steps), 'tags', to_jsonb(s.tags),
-        'created_at', s.created_at, 'archived', s.archived_at IS NOT NULL,
-        'age_s', round(extract(epoch FROM now() - s.created_at)))
-$fn$;
-
 -- The workspace with its latest states, recent sessions and pinned slots,
 -- in one call: what an agent reads when it comes back.
 CREATE FUNCTION engram.workspace_load(owner text DEFAULT NULL, name text DEFAULT NULL)
@@ -359,20 +339,17 @@ LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_owner text := engram._caller(state_load.owner, NULL, NULL, false);
     w       engram.workspaces := engram._workspace(v_owner, state_load.workspace, false);
-    s       engram.states;
+    v_state jsonb;
 BEGIN
-    IF state_load.name IS NULL THEN
-        SELECT * INTO s FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.archived_at IS NULL
-        ORDER BY x.created_at DESC LIMIT 1;
-    ELSE
+    IF state_load.name IS NOT NULL THEN
         PERFORM engram._check_name('name', state_load.name);
-        SELECT * INTO s FROM engram.states x WHERE x.owner = w.owner AND x.workspace_id = w.id AND x.name = state_load.name;
     END IF;
-    IF s.id IS NULL THEN
+    v_state := engram._state_of(w.owner, w.id, w.name, state_load.name);
+    IF v_state IS NULL THEN
         RAISE EXCEPTION 'State "%" not found in workspace "%". Use memory_state_list (SQL: engram.state_list) to see its states', engram._echo(coalesce(state_load.name, '(latest)')), w.name
             USING ERRCODE = 'P0002';
     END IF;
-    RETURN engram._state_json(s, w.name);
+    RETURN v_state;
 END
 $fn$;
 
