@@ -59,9 +59,9 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_pinned_slots_wrapper';
 
 CREATE FUNCTION engram."_state_of"(
-	"p_owner" TEXT, /* String */
-	"p_workspace_id" uuid, /* Uuid */
-	"p_workspace" TEXT, /* String */
+	"p_owner" TEXT, /* Option < String > */
+	"p_workspace_id" uuid, /* Option < Uuid > */
+	"p_workspace" TEXT, /* Option < String > */
 	"p_name" TEXT /* Option < String > */
 ) RETURNS jsonb /* Option < JsonB > */
 STABLE

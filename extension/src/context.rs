@@ -330,10 +330,14 @@ fn state_of(
 /// engram._state_of: a state of a workspace as JSON (see [`state_of`]), for
 /// engram.state_load.
 #[pg_extern(stable)]
-fn _state_of(p_owner: String, p_workspace_id: Uuid, p_workspace: String, p_name: Option<String>) -> Option<JsonB> {
-    let state = Spi::connect_mut(|client| {
-        KEPT.with_borrow_mut(|k| state_of(client, k, &p_owner, p_workspace_id, p_workspace, p_name))
-    });
+fn _state_of(
+    p_owner: Option<String>,
+    p_workspace_id: Option<Uuid>,
+    p_workspace: Option<String>,
+    p_name: Option<String>,
+) -> Option<JsonB> {
+    let (owner, id, workspace) = (p_owner?, p_workspace_id?, p_workspace?);
+    let state = Spi::connect_mut(|client| KEPT.with_borrow_mut(|k| state_of(client, k, &owner, id, workspace, p_name)));
     (!state.is_null()).then_some(JsonB(state))
 }
 

@@ -567,6 +567,8 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          CREATE VIEW app.state AS SELECT * FROM app.empty
              WHERE x = app.leak(engram.state_load(owner => 'bob', workspace => 'bank', name => 'saved')::text);
          CREATE VIEW app.pinned AS SELECT * FROM app.one WHERE x = app.leak(engram._pinned_slots('bob', '')::text);
+         CREATE VIEW app.state_of AS SELECT * FROM app.one WHERE x = app.leak(engram._state_of('bob',
+             (SELECT w.id FROM engram.workspaces w WHERE w.owner = 'bob'), 'bank', 'saved')::text);
          CREATE VIEW app.near AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(k.id::text, ',')
              FROM engram._knn('[1,0,0,0]'::vector, 5, 'bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                               NULL, NULL, NULL, NULL, NULL) k));
@@ -597,6 +599,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          SELECT count(*) FROM app.state;
          EXPLAIN SELECT * FROM app.pinned;
          SELECT count(*) FROM app.pinned;
+         SELECT count(*) FROM app.state_of;
          SELECT count(*) FROM app.near;
          SELECT count(*) FROM app.hits;
          EXPLAIN SELECT * FROM app.stats;
@@ -626,7 +629,12 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         // statements themselves (the non-superuser DBA has no EXECUTE on
         // them)
         if who.is_empty() {
-            for helper in ["engram._knn", "engram._search_hits"] {
+            for helper in [
+                "engram._knn",
+                "engram._search_hits",
+                "engram._pinned_slots",
+                "engram._state_of",
+            ] {
                 assert!(
                     out.lines()
                         .any(|l| l.contains(helper) && l.contains("runs only inside engram")),
