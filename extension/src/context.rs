@@ -19,6 +19,12 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient};
 use pgrx::{JsonB, PgOid};
 use serde_json::{json, Value};
 
+/// Whether engram._check_name takes `name` (a workspace's, a session's): 1
+/// to 200 bytes, not blank.
+fn valid_name(name: &str) -> bool {
+    !name.trim_matches(' ').is_empty() && name.len() <= 200
+}
+
 /// What an agent needs to resume: the workspace's latest state, pinned
 /// slots, the latest summary, recent tool events, and the top memories for
 /// the query (context_depth(mode, role) of them, past the ones the other
@@ -53,7 +59,8 @@ fn context(
         .map(|t| t.trim_matches(' '))
         .filter(|t| !t.is_empty());
     let parts = Spi::connect_mut(|client| {
-        if let Some(s) = &session_id {
+        // (engram._check_name refuses a name that is not a valid one)
+        if let Some(s) = session_id.as_ref().filter(|s| !valid_name(s)) {
             read(
                 client,
                 "SELECT engram._check_name('session_id', $1, '2026-11-23-a')",
@@ -188,8 +195,10 @@ fn parts(
 ) -> Parts {
     use pg_sys::BuiltinOid::*;
     let text = || PgOid::BuiltIn(TEXTOID);
-    // The workspace: the one named (engram._workspace raises when there is
-    // none), else the one of the session's latest event.
+    // The workspace: the one named, else the one of the session's latest
+    // event. A name that is not a valid one, or not found, goes through
+    // engram._workspace, whose errors say what to do (a workspace created
+    // since the lookup is its answer).
     let w: Option<(Uuid, String)> = if let Some(name) = workspace {
         let plan = kept(&mut k.named, client, || {
             (
@@ -197,16 +206,26 @@ fn parts(
                 vec![text(), text()],
             )
         });
-        let found = two(client, plan, vec![owner.into(), name.clone().into()]);
-        if found.is_none() {
-            read(
-                client,
-                "SELECT engram._workspace($1, $2, false)",
-                vec![owner.into(), name.into()],
-            );
-            error!("engram: the workspace was not found and not refused");
+        match valid_name(&name)
+            .then(|| two(client, plan, vec![owner.into(), name.clone().into()]))
+            .flatten()
+        {
+            Some(found) => Some(found),
+            None => {
+                let table = client
+                    .select(
+                        "SELECT w.id, w.name FROM engram._workspace($1, $2, false) w",
+                        Some(1),
+                        &[owner.into(), name.into()],
+                    )
+                    .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
+                let (id, name) = table
+                    .first()
+                    .get_two::<Uuid, String>()
+                    .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
+                id.zip(name)
+            }
         }
-        found
     } else if let Some(s) = session_id {
         let plan = kept(&mut k.of_session, client, || {
             (
@@ -342,7 +361,9 @@ fn _state_of(
 }
 
 /// The pinned slots visible in a workspace (its own, and the global ones it
-/// does not shadow; '' or NULL for the global ones only), as JSON.
+/// does not shadow; '' or NULL for the global ones only), as JSON: the
+/// rule of engram._visible_slots (slot_get's and slot_list's), in one
+/// statement.
 fn pinned_slots(client: &mut SpiClient<'_>, k: &mut Kept, owner: &str, workspace: Option<String>) -> Value {
     use pg_sys::BuiltinOid::*;
     let plan = kept(&mut k.slots, client, || {

@@ -769,9 +769,34 @@ async fn continuity_inputs_are_checked_before_anything_is_written() {
         ("SELECT engram.state_save(workspace => 'api', name => 'long', tags => ARRAY[repeat('t', 9000)])", "54000"),
         ("SELECT engram.summarize(session_id => 'never-seen', content => 'x')", "P0002"),
         ("SELECT engram.context(budget_chars => NULL)", "22004"),
+        // the package's names, and their order: budget, mode, session, workspace
+        ("SELECT engram.context(workspace => 'nope')", "P0002"),
+        ("SELECT engram.context(workspace => '   ')", "22023"),
+        ("SELECT engram.context(workspace => repeat('w', 201))", "22023"),
+        ("SELECT engram.context(session_id => '')", "22023"),
+        ("SELECT engram.context(session_id => '', workspace => 'nope')", "22023"),
+        ("SELECT engram.context(mode => 'turbo', session_id => '')", "22023"),
+        ("SELECT engram.context(budget_chars => 10, mode => 'turbo')", "22023"),
     ] {
         let (code, msg) = refused(&alice, sql).await;
         assert_eq!(code, want, "{sql}: {msg}");
+    }
+    // each error says what to do
+    for (sql, says) in [
+        ("SELECT engram.context(workspace => 'nope')", "memory_workspace_list"),
+        (
+            "SELECT engram.context(session_id => ' ', workspace => 'nope')",
+            "session_id is required",
+        ),
+        ("SELECT engram.context(workspace => '')", "workspace is required"),
+        ("SELECT engram.context(mode => 'turbo', session_id => '')", "turbo"),
+        (
+            "SELECT engram.context(budget_chars => 10, mode => 'turbo')",
+            "budget_chars 10",
+        ),
+    ] {
+        let (_, msg) = refused(&alice, sql).await;
+        assert!(msg.contains(says), "{sql}: {msg}");
     }
     assert_eq!(count(&db, "SELECT count(*) FROM engram.workspaces").await, 1);
     assert_eq!(count(&db, "SELECT count(*) FROM engram.states").await, 0);

@@ -552,6 +552,15 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         "force => true",
     )
     .await;
+    let bank: uuid::Uuid = db
+        .admin
+        .query_one(
+            "SELECT id FROM engram.workspaces WHERE owner = 'bob' AND name = 'bank'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     // The attacker's STABLE leak (a notification on a channel it listens
     // to), views and a policy whose clauses call engram with constants, a
     // rule, and a one-row table so that execution reaches the calls too.
@@ -567,8 +576,10 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          CREATE VIEW app.state AS SELECT * FROM app.empty
              WHERE x = app.leak(engram.state_load(owner => 'bob', workspace => 'bank', name => 'saved')::text);
          CREATE VIEW app.pinned AS SELECT * FROM app.one WHERE x = app.leak(engram._pinned_slots('bob', '')::text);
-         CREATE VIEW app.state_of AS SELECT * FROM app.one WHERE x = app.leak(engram._state_of('bob',
-             (SELECT w.id FROM engram.workspaces w WHERE w.owner = 'bob'), 'bank', 'saved')::text);
+         CREATE VIEW app.state_of AS SELECT * FROM app.one
+             WHERE x = app.leak(engram._state_of('bob', '{bank}'::uuid, 'bank', 'saved')::text);
+         CREATE VIEW app.context AS SELECT * FROM app.one
+             WHERE x = app.leak(engram.context(owner => 'bob', workspace => 'bank')::text);
          CREATE VIEW app.near AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(k.id::text, ',')
              FROM engram._knn('[1,0,0,0]'::vector, 5, 'bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                               NULL, NULL, NULL, NULL, NULL) k));
@@ -600,6 +611,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          EXPLAIN SELECT * FROM app.pinned;
          SELECT count(*) FROM app.pinned;
          SELECT count(*) FROM app.state_of;
+         SELECT count(*) FROM app.context;
          SELECT count(*) FROM app.near;
          SELECT count(*) FROM app.hits;
          EXPLAIN SELECT * FROM app.stats;

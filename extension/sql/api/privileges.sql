@@ -86,8 +86,8 @@ REVOKE EXECUTE ON FUNCTION engram._search_hits(text, text[], text, text[], text[
                                                boolean) FROM PUBLIC;
 
 -- Every plpgsql/SQL function, and each C function of the API that runs as
--- the extension's owner (engram.search: its statements resolve operators
--- through the search_path too), pins its search_path: pg_catalog first,
+-- the extension's owner (engram.search, engram.context: their statements
+-- resolve operators through the search_path too), pins its search_path: pg_catalog first,
 -- then engram and pgvector's schema (wherever CASCADE put it), pg_temp
 -- last, so no object a caller can create shadows what engram calls. The public API
 -- (names without a leading underscore) runs as the extension's owner

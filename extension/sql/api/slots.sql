@@ -26,8 +26,9 @@ END
 $fn$;
 
 -- The slots visible in a workspace: its own, and the global ones
--- (workspace '') it does not shadow; NULL: the global ones. The one place
--- the shadowing rule lives (slot_get, slot_list, the context package).
+-- (workspace '') it does not shadow; NULL: the global ones (slot_get,
+-- slot_list). The pinned ones of the context package and workspace_load
+-- are read by the same rule in Rust (context.rs, pinned_slots).
 CREATE FUNCTION engram._visible_slots(p_owner text, p_workspace text) RETURNS SETOF engram.slots
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
