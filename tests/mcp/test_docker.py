@@ -60,6 +60,8 @@ def stop_db(home, proc):
 def test_db_entrypoint_initialises_and_serves_engram_mcp():
     home = os.path.join(ROOT, ".engram", "docker-test")
     shutil.rmtree(home, ignore_errors=True)
+    # (the checkout's .engram is absent when the state lives elsewhere)
+    os.makedirs(os.path.dirname(home), exist_ok=True)
     if os.path.exists(home + ".log"):
         os.remove(home + ".log")
     port = free_port()
