@@ -981,8 +981,11 @@ struct Continuity {
 /// pinned slots, a summary and tool events.
 async fn continuity(e: &Client, n: usize, queries: &[Vector]) -> Continuity {
     progress("measuring capture and context");
+    // (an interrupted run's leftovers first)
     e.batch_execute(
-        "SELECT engram.workspace_create(owner => 'bench', name => 'bench-ws');
+        "DELETE FROM engram.memories WHERE content LIKE 'bench capture %';
+         DELETE FROM engram.workspaces WHERE owner = 'bench';
+         SELECT engram.workspace_create(owner => 'bench', name => 'bench-ws');
          SELECT engram.state_save(owner => 'bench', workspace => 'bench-ws', name => 'bench-state',
              active_task => 'benchmark', next_steps => '{measure, report}');
          SELECT engram.slot_set(owner => 'bench', label => 'bench-persona', content => 'terse', pinned => true);",
