@@ -5,6 +5,18 @@ use crate::errors::OrRaise;
 use engram_core::{cursor, tags, validate, Error};
 use pgrx::prelude::*;
 
+/// Runs one of engram's argument checks (a statement that raises its own
+/// error), for the Rust API functions. A read: a search or a context
+/// package must run on a hot standby, where a transaction cannot get an id.
+pub(crate) fn run_check(sql: &str, args: Vec<pgrx::datum::DatumWithOid<'_>>) {
+    Spi::connect(|client| {
+        client
+            .select(sql, None, &args)
+            .map(drop)
+            .unwrap_or_else(|e| error!("engram: checking the call's arguments failed: {e}"));
+    });
+}
+
 fn strs(v: &Option<Vec<Option<String>>>) -> Vec<Option<&str>> {
     v.as_ref()
         .map(|v| v.iter().map(Option::as_deref).collect())

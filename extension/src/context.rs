@@ -54,21 +54,16 @@ fn context(
         Mode::parse(mode.as_deref().unwrap_or("dual")).or_raise(),
         Role::parse(role.as_deref().unwrap_or("owner")).or_raise(),
     ) as usize;
-    let words = query_text
-        .as_deref()
-        .map(|t| t.trim_matches(' '))
-        .filter(|t| !t.is_empty());
-    let parts = Spi::connect_mut(|client| {
-        // (engram._check_name refuses a name that is not a valid one)
-        if let Some(s) = session_id.as_ref().filter(|s| !valid_name(s)) {
-            read(
-                client,
-                "SELECT engram._check_name('session_id', $1, '2026-11-23-a')",
-                vec![s.clone().into()],
-            );
-        }
-        KEPT.with_borrow_mut(|k| parts(client, k, &owner, session_id.as_deref(), workspace))
-    });
+    let words = crate::search::query_words(query_text.as_deref());
+    // (engram._check_name refuses a name that is not a valid one)
+    if let Some(s) = session_id.as_ref().filter(|s| !valid_name(s)) {
+        crate::checks::run_check(
+            "SELECT engram._check_name('session_id', $1, '2026-11-23-a')",
+            vec![s.clone().into()],
+        );
+    }
+    let parts =
+        Spi::connect_mut(|client| KEPT.with_borrow_mut(|k| parts(client, k, &owner, session_id.as_deref(), workspace)));
     let mut memories = Value::Array(Vec::new());
     let mut ids: Vec<Uuid> = Vec::new();
     if query_embedding.is_some() || words.is_some() {
@@ -211,20 +206,12 @@ fn parts(
             .flatten()
         {
             Some(found) => Some(found),
-            None => {
-                let table = client
-                    .select(
-                        "SELECT w.id, w.name FROM engram._workspace($1, $2, false) w",
-                        Some(1),
-                        &[owner.into(), name.into()],
-                    )
-                    .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
-                let (id, name) = table
-                    .first()
-                    .get_two::<Uuid, String>()
-                    .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
-                id.zip(name)
-            }
+            None => two(
+                client,
+                "SELECT w.id, w.name FROM engram._workspace($1, $2, false) w",
+                vec![owner.into(), name.into()],
+            )
+            .or_else(|| error!("engram: engram._workspace returned no workspace")),
         }
     } else if let Some(s) = session_id {
         let plan = kept(&mut k.of_session, client, || {
@@ -450,10 +437,14 @@ fn one(client: &SpiClient<'_>, plan: &OwnedPreparedStatement, args: Vec<DatumWit
         .map_or(Value::Null, |j| j.0)
 }
 
-/// A kept statement's first row's id and name, if it returns one.
-fn two(client: &SpiClient<'_>, plan: &OwnedPreparedStatement, args: Vec<DatumWithOid<'_>>) -> Option<(Uuid, String)> {
+/// A statement's first row's id and name, if it returns one.
+fn two<'conn>(
+    client: &SpiClient<'conn>,
+    query: impl pgrx::spi::Query<'conn>,
+    args: Vec<DatumWithOid<'_>>,
+) -> Option<(Uuid, String)> {
     let table = client
-        .select(plan, Some(1), &args)
+        .select(query, Some(1), &args)
         .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
     if table.is_empty() {
         return None;
@@ -463,15 +454,6 @@ fn two(client: &SpiClient<'_>, plan: &OwnedPreparedStatement, args: Vec<DatumWit
         .get_two::<Uuid, String>()
         .unwrap_or_else(|e| error!("engram: reading the context's workspace failed: {e}"));
     id.zip(name)
-}
-
-/// Runs one of engram's checks (it raises its own error); a read, as on a
-/// hot standby.
-fn read(client: &SpiClient<'_>, sql: &str, args: Vec<DatumWithOid<'_>>) {
-    client
-        .select(sql, None, &args)
-        .map(drop)
-        .unwrap_or_else(|e| error!("engram: a check of the context's arguments failed: {e}"));
 }
 
 /// A budget in characters; refuses NULL or one out of range (22023),

@@ -399,13 +399,17 @@ struct Search {
     window: Option<Range<Tstz>>,
 }
 
+/// A query text without its outer spaces (as SQL's btrim); None when that
+/// is empty: whether a search, a package or a time window has words to
+/// read.
+pub(crate) fn query_words(text: Option<&str>) -> Option<&str> {
+    text.map(|t| t.trim_matches(' ')).filter(|t| !t.is_empty())
+}
+
 impl Search {
     /// The query text without its outer spaces; None when that is empty.
     fn words(&self) -> Option<&str> {
-        self.text
-            .as_deref()
-            .map(|t| t.trim_matches(' '))
-            .filter(|t| !t.is_empty())
+        query_words(self.text.as_deref())
     }
 
     fn window_value(&self) -> DatumWithOid<'static> {

@@ -8,6 +8,7 @@ use pgrx::datum::{DatumWithOid, Range, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::checks::run_check as check;
 use crate::knn::Scope;
 use crate::raw::{RawJsonb, RawTexts, RawVector};
 use crate::search::{hits, Finishing, Query};
@@ -106,10 +107,7 @@ fn search(
         ));
     }
     let now = crate::time::now();
-    let words = query_text
-        .as_deref()
-        .map(|t| t.trim_matches(' '))
-        .filter(|t| !t.is_empty());
+    let words = crate::search::query_words(query_text.as_deref());
     // The time the query names, read against reference_time (default: now,
     // or known_at when answering as the store stood then).
     let earlier = |a: Tstz, b: Tstz| if us(a) <= us(b) { a } else { b };
@@ -239,18 +237,6 @@ fn search(
             r.17,
         )
     }))
-}
-
-/// Runs one of engram's argument checks (it raises its own error). A read:
-/// a search must run on a hot standby, where a transaction cannot get an
-/// id.
-fn check(sql: &str, args: Vec<DatumWithOid<'_>>) {
-    Spi::connect(|client| {
-        client
-            .select(sql, None, &args)
-            .map(drop)
-            .unwrap_or_else(|e| error!("engram: checking the search's arguments failed: {e}"));
-    });
 }
 
 fn refuse(message: String) -> ! {

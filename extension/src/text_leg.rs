@@ -128,7 +128,7 @@ fn _text_index_read(
         namespace_prefix,
         filter,
     };
-    let words = p_text.as_deref().map(|t| t.trim_matches(' ')).filter(|t| !t.is_empty());
+    let words = crate::search::query_words(p_text.as_deref());
     let n = p_n.unwrap_or(0);
     let (Some(words), true, true) = (words, n > 0, serves(&scope)) else {
         return TableIterator::new(Vec::new());

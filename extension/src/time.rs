@@ -37,8 +37,8 @@ fn time_window(
     query_text: Option<&str>,
     reference_time: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> Option<Range<TimestampWithTimeZone>> {
-    let text = query_text.filter(|t| !t.trim_matches(' ').is_empty())?;
-    query_window(text, reference_time.unwrap_or_else(now))
+    crate::search::query_words(query_text)?;
+    query_window(query_text?, reference_time.unwrap_or_else(now))
 }
 
 /// The transaction's start time (now()).
