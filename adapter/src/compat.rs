@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 /// Extension versions this engram-mcp's calls match, oldest first; the last
 /// is this release's. A release whose API changes a call the adapter makes
 /// raises the first (sql/README.md, "Writing the next upgrade").
-pub const EXTENSION_VERSIONS: [&str; 4] = ["0.20.0", "0.21.0", "0.22.0", "0.23.0"];
+pub const EXTENSION_VERSIONS: [&str; 5] = ["0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0"];
 
 /// `engram-mcp --version` (a test checks it names every supported version).
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
-    " (engram extension 0.20.0, 0.21.0, 0.22.0, 0.23.0)"
+    " (engram extension 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0)"
 );
 
 fn parse(v: &str) -> Option<(u64, u64, u64)> {

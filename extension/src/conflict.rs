@@ -45,3 +45,98 @@ fn _contradicted_by(texts: Vec<String>, times: Vec<f64>, cosines: Vec<f32>, thre
         .map(|j| j.map_or(0, |j| j as i32 + 1))
         .collect()
 }
+
+/// How many of the nearest memories `remember` compares a new one with.
+const NEAREST: i32 = 5;
+
+thread_local! {
+    /// The kept statement that reads the nearest memories' contents.
+    static CONTENTS: std::cell::RefCell<Option<pgrx::spi::OwnedPreparedStatement>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// engram._conflicts: the stored memories a new one (`p_content`,
+/// `p_embedding`) conflicts with, nearest first, with engram-core's
+/// reasons. The memories compared are the owner's five nearest active
+/// semantic or procedural ones of its context (`p_internal_type`) and
+/// scope (`p_scope`), as valid at `p_valid_at` (now when NULL). The
+/// k-nearest search runs in this process (`knn`), and one kept statement
+/// reads the contents: remember runs no plpgsql helper for it.
+#[pg_extern(stable)]
+#[allow(clippy::type_complexity)]
+fn _conflicts(
+    p_owner: String,
+    p_content: String,
+    p_embedding: Option<crate::raw::RawVector>,
+    p_internal_type: Option<String>,
+    p_scope: Option<Vec<Option<String>>>,
+    p_valid_at: Option<pgrx::datum::TimestampWithTimeZone>,
+    p_threshold: f32,
+) -> TableIterator<
+    'static,
+    (
+        name!(id, pgrx::datum::Uuid),
+        name!(content, String),
+        name!(similarity, f32),
+        name!(reasons, Vec<String>),
+    ),
+> {
+    let Some(query) = p_embedding else {
+        return TableIterator::new(Vec::new());
+    };
+    if query.oid() == pg_sys::InvalidOid {
+        error!("engram._conflicts needs its embedding's type: call it from SQL");
+    }
+    let text = |s: &str| Some(s.to_string());
+    let scope = crate::knn::Scope {
+        owner: Some(p_owner.clone()),
+        statuses: Some(vec![text("active")]),
+        internal_type: p_internal_type,
+        kinds: Some(vec![text("semantic"), text("procedural")]),
+        tags_all: p_scope.filter(|s| !s.is_empty()),
+        valid_at: p_valid_at,
+        ..Default::default()
+    };
+    let near = crate::knn::knn(&scope, query, NEAREST);
+    if near.is_empty() {
+        return TableIterator::new(Vec::new());
+    }
+    let ids: Vec<pgrx::datum::Uuid> = near.iter().map(|(id, _)| *id).collect();
+    // (owner by a plain equality: on Citus the read runs on its one shard)
+    let contents: std::collections::HashMap<[u8; 16], String> = Spi::connect(|client| {
+        CONTENTS.with_borrow_mut(|slot| {
+            let plan = crate::kept::kept(slot, &client, || {
+                (
+                    "SELECT m.id, m.content FROM engram.memories m WHERE m.owner = $1 AND m.id = ANY ($2)".into(),
+                    vec![
+                        pgrx::PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID),
+                        pgrx::PgOid::BuiltIn(pg_sys::BuiltinOid::UUIDARRAYOID),
+                    ],
+                )
+            });
+            client
+                .select(plan, None, &[p_owner.into(), ids.into()])
+                .unwrap_or_else(|e| error!("engram: reading the nearest memories failed: {e}"))
+                .filter_map(|row| {
+                    let id = row.get::<pgrx::datum::Uuid>(1).ok().flatten()?;
+                    let content = row.get::<String>(2).ok().flatten()?;
+                    Some((*id.as_bytes(), content))
+                })
+                .collect()
+        })
+    });
+    let found = near
+        .into_iter()
+        .filter_map(|(id, distance)| {
+            let content = contents.get(id.as_bytes())?;
+            // (as SQL's (1 - distance)::real: the distance is float8)
+            let similarity = (1.0 - distance) as f32;
+            let reasons: Vec<String> = engram_core::conflict::reasons(&p_content, content, similarity, p_threshold)
+                .into_iter()
+                .map(|r| r.name().to_string())
+                .collect();
+            (!reasons.is_empty()).then(|| (id, content.clone(), similarity, reasons))
+        })
+        .collect::<Vec<_>>();
+    TableIterator::new(found)
+}

@@ -1813,3 +1813,117 @@ async fn upgrade_from_0_22_0_resumes_as_before() {
         assert!(!callable, "{helper}");
     }
 }
+
+/// 0.23.0 -> 0.24.0: remember's conflict check is one Rust call
+/// (`_conflicts`). The same answers before and after: the conflicts found
+/// (ids, contents, similarities, reasons) in a scope, in a context, at a
+/// past validity time, a duplicate, an episodic memory (never compared),
+/// a refusal and a write stored anyway.
+#[tokio::test]
+async fn upgrade_from_0_23_0_remembers_as_before() {
+    let (_name, old) = install("0.23.0").await;
+    old.batch_execute(
+        "SELECT engram.remember(owner => 'erin', content => 'The billing API listens on port 8080',
+                                embedding => '[1, 0.1, 0, 0]');
+         SELECT engram.remember(owner => 'erin', content => 'The billing API listens on port 8080 for carol',
+                                embedding => '[1, 0.12, 0, 0]', internal_type => 'ghost',
+                                tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'carol'));
+         SELECT engram.remember(owner => 'erin', content => 'The billing API listens on port 8080 for dave',
+                                embedding => '[1, 0.12, 0, 0]', internal_type => 'ghost',
+                                tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'dave'));
+         SELECT engram.remember(owner => 'erin', content => 'Alice does not drink coffee',
+                                embedding => '[0, 1, 0.1, 0]');
+         SELECT engram.remember(owner => 'erin', content => 'The office router listens on port 8080',
+                                embedding => '[0, 0, 1, 0.1]', valid_from => '2020-01-01', valid_to => '2021-01-01');
+         SELECT engram.remember(owner => 'erin', content => 'The billing API listens on port 8080 (agent notes)',
+                                embedding => '[1, 0.1, 0, 0]', internal_type => 'agent', tags => engram.internal_tags('agent'));
+         SELECT engram.remember(owner => 'erin', content => 'We moved the billing API to port 8080 on Monday',
+                                embedding => '[1, 0.11, 0, 0]', kind => 'episodic');",
+    )
+    .await
+    .unwrap();
+    let writes = [
+        "content => 'The billing API listens on port 9090', embedding => '[1, 0.1, 0.01, 0]'",
+        "content => 'The billing API listens on port 9090', embedding => '[1, 0.1, 0.01, 0]', force => true",
+        "content => 'The billing API listens on port 9090 for carol', embedding => '[1, 0.12, 0.01, 0]',
+         internal_type => 'ghost', tags => engram.internal_tags('ghost', ghost_type => 'user', ghost_owner => 'carol')",
+        "content => 'Alice drinks coffee every morning', embedding => '[0, 1, 0.12, 0]'",
+        "content => 'The office router listens on port 9090', embedding => '[0, 0, 1, 0.12]', valid_from => '2020-06-01'",
+        "content => 'The office router listens on port 9090', embedding => '[0, 0, 1, 0.12]'",
+        "content => 'The billing API listens on port 9090 (agent notes)', embedding => '[1, 0.1, 0.01, 0]',
+         internal_type => 'agent', tags => engram.internal_tags('agent')",
+        "content => 'We moved the billing API to port 9090 on Tuesday', embedding => '[1, 0.1, 0.01, 0]', kind => 'episodic'",
+        "content => 'The billing API listens on port 8080', embedding => '[1, 0.1, 0, 0]'",
+    ];
+    // each write's status and conflicts, and what it stored, undone after
+    let run = |write: &'static str| {
+        let old = &old;
+        async move {
+            old.batch_execute("BEGIN").await.unwrap();
+            let row = old
+                .query_one(
+                    &format!(
+                        "SELECT r.status, r.conflicts::text, r.id FROM engram.remember(owner => 'erin', {write}) r"
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{write}: {e:?}"));
+            let stored: Option<String> = old
+                .query_one(
+                    "SELECT (SELECT m.metadata::text FROM engram.memories m WHERE m.id = $1 AND $2 = 'created')",
+                    &[&row.get::<_, Option<Uuid>>(2), &row.get::<_, String>(0)],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            old.batch_execute("ROLLBACK").await.unwrap();
+            (row.get::<_, String>(0), row.get::<_, Option<String>>(1), stored)
+        }
+    };
+    let mut before = Vec::new();
+    for write in writes {
+        before.push(run(write).await);
+    }
+    let snapshot =
+        "SELECT string_agg(m.owner || m.id || m.content || m.status, ',' ORDER BY m.id) FROM engram.memories m";
+    update_keeping(&old, snapshot).await;
+    for (write, expected) in writes.iter().zip(&before) {
+        assert_eq!(&run(write).await, expected, "{write}");
+    }
+    // what was compared holds what it should
+    let conflicts = |i: usize| before[i].1.clone().unwrap_or_default();
+    assert_eq!(before[0].0, "conflict", "{:?}", before[0]);
+    assert!(conflicts(0).contains("changed_value"), "{:?}", before[0]);
+    assert_eq!(before[1].0, "created", "{:?}", before[1]);
+    assert!(
+        before[1].2.as_deref().unwrap_or("").contains("engram_forced_over"),
+        "{:?}",
+        before[1]
+    );
+    assert!(
+        conflicts(2).contains("for carol") && !conflicts(2).contains("for dave"),
+        "{:?}",
+        before[2]
+    );
+    assert!(conflicts(4).contains("office router"), "{:?}", before[4]);
+    assert!(!conflicts(5).contains("office router"), "{:?}", before[5]);
+    assert!(conflicts(6).contains("agent notes"), "{:?}", before[6]);
+    assert_eq!(
+        (before[7].0.as_str(), &before[7].1),
+        ("created", &None),
+        "{:?}",
+        before[7]
+    );
+    assert_eq!(before[8].0, "duplicate", "{:?}", before[8]);
+    let callable: bool = old
+        .query_one(
+            "SELECT has_function_privilege('engram_agent',
+                 'engram._conflicts(text, text, vector, text, text[], timestamptz, real)', 'EXECUTE')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!callable);
+}

@@ -459,23 +459,16 @@ BEGIN
     -- are those valid when the new one starts to hold (now, by default): a
     -- fact about 2020 is checked against what held in 2020.
     IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
+        -- (valid_at NULL reads what holds now, as v_valid does then)
         SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', left(c.content, 2000),
-                                            'similarity', round(c.sim::numeric, 4), 'reasons', to_jsonb(c.reasons))
+                                            'similarity', round(c.similarity::numeric, 4), 'reasons', to_jsonb(c.reasons))
                          || CASE WHEN char_length(c.content) > 2000 THEN '{"truncated": true}'::jsonb ELSE '{}' END
-                         ORDER BY c.sim DESC)
+                         ORDER BY c.similarity DESC)
         INTO v_conflicts
-        FROM (
-            SELECT m.id, m.content, (1 - k.distance)::real AS sim,
-                   engram._conflict_reasons(remember.content, m.content, (1 - k.distance)::real, v_threshold) AS reasons
-            FROM (SELECT array_agg(n.id) AS ids, array_agg(n.distance) AS dists
-                  FROM engram._knn(remember.embedding, 5, v_owner, '{active}', remember.internal_type,
-                                   '{semantic,procedural}', nullif(v_scope, '{}'), NULL, NULL, NULL, NULL, NULL, NULL,
-                                   NULL, v_valid, NULL, NULL) n) near,
-                 unnest(near.ids, near.dists) AS k(id, distance),
-                 engram._rows(v_owner, near.ids) m
-            WHERE m.id = k.id
-        ) c
-        WHERE cardinality(c.reasons) > 0;
+        FROM engram._conflicts(v_owner, remember.content, remember.embedding, remember.internal_type, v_scope,
+                               CASE WHEN remember.valid_from IS NOT NULL OR remember.occurred_at IS NOT NULL
+                                    THEN v_valid END,
+                               v_threshold) c;
         -- A conflict the caller named in supersedes is settled; any other
         -- refuses the write unless force says to store it alongside.
         SELECT jsonb_agg(c -> 'id') INTO v_unnamed FROM jsonb_array_elements(v_conflicts) c

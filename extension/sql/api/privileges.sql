@@ -123,6 +123,7 @@ ALTER FUNCTION engram.search(text, vector, text, integer, text[], text[], text[]
                              text[], jsonb, boolean, text) ROWS 10 COST 100;
 REVOKE EXECUTE ON FUNCTION engram._pinned_slots(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION engram._state_of(text, uuid, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION engram._conflicts(text, text, vector, text, text[], timestamptz, real) FROM PUBLIC;
 -- engram-mcp checks the embedding dimension at start, before any binding.
 GRANT EXECUTE ON FUNCTION engram._dims() TO engram_agent;
 -- Row-level security on a Citus worker checks a binding's proof. The

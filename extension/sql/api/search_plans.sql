@@ -61,21 +61,3 @@ BEGIN
     RETURN pg_catalog.hashtextextended(coalesce(p_internal_type, '') || '/' || p_tag, 0);
 END
 $fn$;
-
--- The rows of memories p_ids (of owner p_owner; of any owner when NULL).
--- Search and the conflict check join candidates to their rows through it,
--- never a candidate function to the table: on Citus a statement joining
--- engram.memories runs on the shard, and an owner named by a plain
--- equality keeps it to the owner's one shard.
-CREATE FUNCTION engram._rows(p_owner text, p_ids uuid[]) RETURNS SETOF engram.memories
-LANGUAGE plpgsql STABLE ROWS 30 AS $fn$
-BEGIN
-    IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
-        RETURN;
-    ELSIF p_owner IS NULL THEN
-        RETURN QUERY SELECT * FROM engram.memories m WHERE m.id = ANY (p_ids);
-    ELSE
-        RETURN QUERY SELECT * FROM engram.memories m WHERE m.owner = p_owner AND m.id = ANY (p_ids);
-    END IF;
-END
-$fn$;

@@ -16,7 +16,7 @@ from ._errors import (AuthenticationError, BadRequestError, ConflictError, Conne
 from ._models import (Conflict, ConflictingMemory, Embeddings, Entity, Erased, Item, Memory, MemoryPage, PutResult,
                       Remembered, Revision, SearchHit, SearchResults, Token, Updated)
 
-__version__ = "0.23.0"
+__version__ = "0.24.0"
 
 __all__ = [
     "AsyncClient", "Client",
