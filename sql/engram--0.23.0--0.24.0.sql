@@ -7,7 +7,9 @@
 --     in place of _knn, the plpgsql _rows and one _conflict_reasons call
 --     per neighbour (two, as the statement was planned);
 --   * _rows, which only remember still called, is gone with the previous
---     API.
+--     API;
+--   * _state_of and _pinned_slots are VOLATILE, as every helper that
+--     takes an owner and reads it back: the planner never evaluates them.
 --
 -- No table changes. Built as sql/README.md says; _install_api drops the
 -- previous API and loads this one from the library.
@@ -28,9 +30,11 @@ CREATE FUNCTION engram."_conflicts"(
 	"similarity" real,  /* f32 */
 	"reasons" TEXT[]  /* Vec < String > */
 )
-STABLE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_conflicts_wrapper';
+
+ALTER FUNCTION engram._state_of(text, uuid, text, text) VOLATILE;
+ALTER FUNCTION engram._pinned_slots(text, text) VOLATILE;
 
 UPDATE engram.configuration SET version = '0.24.0';
 

@@ -1,16 +1,24 @@
-//! SQL bindings of engram-core's conflict rules (`conflict`), which
-//! `engram.remember` asks for each of the nearest stored memories.
+//! SQL bindings of engram-core's conflict rules (`conflict`): remember's
+//! conflict check (`engram._conflicts`, the nearest stored memories and
+//! their reasons), and the newer-fact check of search.
 
 use pgrx::prelude::*;
 
 /// The reasons `new_text` conflicts with a stored `old_text` (engram-core's
 /// `conflict`): empty when it does not.
-#[pg_extern(immutable, parallel_safe, strict)]
-fn _conflict_reasons(new_text: &str, old_text: &str, similarity: f32, threshold: f32) -> Vec<String> {
+fn reason_names(new_text: &str, old_text: &str, similarity: f32, threshold: f32) -> Vec<String> {
     engram_core::conflict::reasons(new_text, old_text, similarity, threshold)
         .into_iter()
         .map(|r| r.name().to_string())
         .collect()
+}
+
+/// [`reason_names`] from SQL. The API calls `_conflicts` instead; the
+/// library keeps it because the SQL of earlier releases binds it (an update
+/// starts from their install).
+#[pg_extern(immutable, parallel_safe, strict)]
+fn _conflict_reasons(new_text: &str, old_text: &str, similarity: f32, threshold: f32) -> Vec<String> {
+    reason_names(new_text, old_text, similarity, threshold)
 }
 
 /// The conflict reasons by which a memory stored anyway superseded the one
@@ -61,8 +69,10 @@ thread_local! {
 /// semantic or procedural ones of its context (`p_internal_type`) and
 /// scope (`p_scope`), as valid at `p_valid_at` (now when NULL). The
 /// k-nearest search runs in this process (`knn`), and one kept statement
-/// reads the contents: remember runs no plpgsql helper for it.
-#[pg_extern(stable)]
+/// reads the contents: remember runs no plpgsql helper for it. VOLATILE, as
+/// `_knn`: it takes an owner and reads it back, and the planner must never
+/// evaluate it while it plans a statement.
+#[pg_extern]
 #[allow(clippy::type_complexity)]
 fn _conflicts(
     p_owner: String,
@@ -103,9 +113,9 @@ fn _conflicts(
     }
     let ids: Vec<pgrx::datum::Uuid> = near.iter().map(|(id, _)| *id).collect();
     // (owner by a plain equality: on Citus the read runs on its one shard)
-    let contents: std::collections::HashMap<[u8; 16], String> = Spi::connect(|client| {
+    let mut contents: std::collections::HashMap<[u8; 16], String> = Spi::connect(|client| {
         CONTENTS.with_borrow_mut(|slot| {
-            let plan = crate::kept::kept(slot, &client, || {
+            let plan = crate::kept::kept(slot, client, || {
                 (
                     "SELECT m.id, m.content FROM engram.memories m WHERE m.owner = $1 AND m.id = ANY ($2)".into(),
                     vec![
@@ -118,8 +128,9 @@ fn _conflicts(
                 .select(plan, None, &[p_owner.into(), ids.into()])
                 .unwrap_or_else(|e| error!("engram: reading the nearest memories failed: {e}"))
                 .filter_map(|row| {
-                    let id = row.get::<pgrx::datum::Uuid>(1).ok().flatten()?;
-                    let content = row.get::<String>(2).ok().flatten()?;
+                    // (a misread row must not quietly drop a conflict)
+                    let id = row.get::<pgrx::datum::Uuid>(1).unwrap_or_else(misread)?;
+                    let content = row.get::<String>(2).unwrap_or_else(misread)?;
                     Some((*id.as_bytes(), content))
                 })
                 .collect()
@@ -128,15 +139,16 @@ fn _conflicts(
     let found = near
         .into_iter()
         .filter_map(|(id, distance)| {
-            let content = contents.get(id.as_bytes())?;
+            let content = contents.remove(id.as_bytes())?;
             // (as SQL's (1 - distance)::real: the distance is float8)
             let similarity = (1.0 - distance) as f32;
-            let reasons: Vec<String> = engram_core::conflict::reasons(&p_content, content, similarity, p_threshold)
-                .into_iter()
-                .map(|r| r.name().to_string())
-                .collect();
-            (!reasons.is_empty()).then(|| (id, content.clone(), similarity, reasons))
+            let reasons = reason_names(&p_content, &content, similarity, p_threshold);
+            (!reasons.is_empty()).then_some((id, content, similarity, reasons))
         })
         .collect::<Vec<_>>();
     TableIterator::new(found)
+}
+
+fn misread<T>(e: pgrx::spi::SpiError) -> T {
+    error!("engram: reading the nearest memories failed: {e}")
 }

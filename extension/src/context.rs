@@ -334,8 +334,9 @@ fn state_of(
 }
 
 /// engram._state_of: a state of a workspace as JSON (see [`state_of`]), for
-/// engram.state_load.
-#[pg_extern(stable)]
+/// engram.state_load. VOLATILE, as every helper that takes an owner and
+/// reads it back: the planner never evaluates it.
+#[pg_extern]
 fn _state_of(
     p_owner: Option<String>,
     p_workspace_id: Option<Uuid>,
@@ -371,8 +372,9 @@ fn pinned_slots(client: &mut SpiClient<'_>, k: &mut Kept, owner: &str, workspace
 }
 
 /// engram._pinned_slots: the pinned slots of `p_workspace` for
-/// engram.workspace_load, by the statement engram.context runs.
-#[pg_extern(stable)]
+/// engram.workspace_load, by the statement engram.context runs. VOLATILE,
+/// as [`_state_of`].
+#[pg_extern]
 fn _pinned_slots(p_owner: Option<String>, p_workspace: Option<String>) -> JsonB {
     let Some(owner) = p_owner else {
         return JsonB(json!([]));

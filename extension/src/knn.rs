@@ -124,11 +124,15 @@ fn estimate_sql(owned: bool) -> String {
     )
 }
 
-/// The table's size (planner statistics), whether Citus is installed, and
-/// the table's pages now (the planner scales its statistics by them).
+/// The table's size (planner statistics), whether Citus is installed, the
+/// table's bytes now (the planner scales its statistics by its pages), and
+/// what its statistics are: its file (a TRUNCATE gives a new one) and the
+/// last ANALYZEs, by hand and by autovacuum.
 const TABLE_SQL: &str =
     "SELECT greatest(c.reltuples, 1)::float8, pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL,
-        pg_catalog.pg_relation_size(c.oid)::float8 / 8192
+        pg_catalog.pg_relation_size(c.oid)::float8,
+        c.relfilenode::text || '/' || coalesce(pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text, '') || '/'
+            || coalesce(pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text, '')
 FROM pg_catalog.pg_class c WHERE c.oid = 'engram.memories'::pg_catalog.regclass";
 
 /// The scope's smallest list, the number of lists the scope needs (the
@@ -541,16 +545,18 @@ pub(crate) fn knn(scope: &Scope, query: RawVector, n: i32) -> Vec<(Uuid, f64)> {
 fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &Gucs) -> Vec<(Uuid, f64)> {
     let vector = query.oid();
     let settings = crate::gucs::search_plan_settings();
-    let (mut total, citus_installed, pages) = with_prepared(client, vector, Statement::Table, |st| {
+    let (mut total, citus_installed, table) = with_prepared(client, vector, Statement::Table, |st| {
         let row = client
             .select(st, None, &[])
             .unwrap_or_else(|e| error!("engram: reading the table's size failed: {e}"))
             .first();
-        (
-            col::<f64>(&row, 1).unwrap_or(1.0),
-            col::<bool>(&row, 2).unwrap_or(false),
-            col::<f64>(&row, 3).unwrap_or(0.0),
-        )
+        let total = col::<f64>(&row, 1).unwrap_or(1.0);
+        let table = Table {
+            rows: total,
+            bytes: col::<f64>(&row, 3).unwrap_or(0.0),
+            statistics: col::<String>(&row, 4).unwrap_or_default(),
+        };
+        (total, col::<bool>(&row, 2).unwrap_or(false), table)
     });
     let citus = citus_installed && distributed(client);
     let owned = s.owner.is_some();
@@ -607,8 +613,11 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
                         .first();
                     col::<f64>(&row, 1).unwrap_or(0.0)
                 })
+            } else if citus {
+                // (the coordinator's statistics are of its empty shell table)
+                estimate(client, s, &slots)
             } else {
-                estimate_kept(client, s, &slots, (total, pages))
+                estimate_kept(client, s, &slots, table)
             };
             total = total.max(r);
             if search_plan::scan_exactly(r, total, &settings) {
@@ -666,14 +675,25 @@ pub(crate) fn distributed(client: &SpiClient<'_>) -> bool {
         .unwrap_or_else(|e| error!("engram: reading whether engram's tables are distributed failed: {e}"))
 }
 
+/// What the planner's estimate of a scope depends on besides the scope: the
+/// table's row count, its bytes now, and its statistics' version.
+struct Table {
+    rows: f64,
+    bytes: f64,
+    statistics: String,
+}
+
 /// A scope's estimate as a key: every field but the filter (a scope with a
-/// filter is estimated on each call), with the table's size and the role
-/// the estimate was planned as.
+/// filter is estimated on each call), with the table, the role the
+/// estimate was planned as, and the minute (the scope's expiry and
+/// validity are read at now()).
 #[derive(PartialEq, Eq, Hash)]
 struct EstimateKey {
     role: u32,
-    total: u64,
+    minute: i64,
+    rows: u64,
     growth: i64,
+    statistics: String,
     texts: [Option<String>; 5],
     arrays: [Option<Vec<Option<String>>>; 5],
     times: [Option<i64>; 3],
@@ -681,15 +701,17 @@ struct EstimateKey {
 }
 
 impl EstimateKey {
-    /// `size`: the table's planner row count and its pages now.
-    fn of(s: &Scope, size: (f64, f64)) -> Option<Self> {
+    fn of(s: &Scope, table: Table) -> Option<Self> {
         let time = |t: Option<TimestampWithTimeZone>| t.map(TimestampWithTimeZone::into_inner);
         s.filter.is_none().then(|| EstimateKey {
             // SAFETY: a plain read of the current role.
             role: u32::from(unsafe { pg_sys::GetUserId() }),
-            total: size.0.to_bits(),
+            // SAFETY: a plain read of the transaction's start.
+            minute: unsafe { pg_sys::GetCurrentTransactionStartTimestamp() } / 60_000_000,
+            rows: table.rows.to_bits(),
             // (a step each time the table grows by a tenth)
-            growth: size.1.max(1.0).log(1.1) as i64,
+            growth: table.bytes.max(1.0).log(1.1) as i64,
+            statistics: table.statistics,
             texts: [
                 s.owner.clone(),
                 s.internal_type.clone(),
@@ -716,15 +738,15 @@ thread_local! {
     static ESTIMATES: RefCell<std::collections::HashMap<EstimateKey, f64>> = RefCell::default();
 }
 
-/// [`estimate`], planned once per scope and table size in a session: the
-/// estimate depends only on the scope's values, the table's statistics and
-/// its pages. An ANALYZE (by hand or autovacuum) changes the planner's row
-/// count, and the table's growth by a tenth moves the key a step: both
-/// plan the estimate again. Planning the EXPLAIN costs about 0.25 ms, as
-/// much as a scope list's scan: remember's conflict check and every search
-/// with a kind, session, time or level filter paid it on each call.
-fn estimate_kept(client: &SpiClient<'_>, s: &Scope, slots: &Slots, size: (f64, f64)) -> f64 {
-    let Some(key) = EstimateKey::of(s, size) else {
+/// [`estimate`], planned once per scope, table and minute in a session:
+/// the planner's estimate follows the scope's values, the table's
+/// statistics and its size. An ANALYZE (by hand or autovacuum) or a
+/// TRUNCATE, the table's growth by a tenth, and each new minute plan it
+/// again. Planning the EXPLAIN costs 0.2-0.3 ms, as much as a scope list's
+/// scan: remember's conflict check and every search with a kind, session,
+/// time or level filter paid it on each call.
+fn estimate_kept(client: &SpiClient<'_>, s: &Scope, slots: &Slots, table: Table) -> f64 {
+    let Some(key) = EstimateKey::of(s, table) else {
         return estimate(client, s, slots);
     };
     if let Some(rows) = ESTIMATES.with_borrow(|e| e.get(&key).copied()) {

@@ -583,6 +583,8 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          CREATE VIEW app.near AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(k.id::text, ',')
              FROM engram._knn('[1,0,0,0]'::vector, 5, 'bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                               NULL, NULL, NULL, NULL, NULL) k));
+         CREATE VIEW app.conflicts AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(c.id || c.content, ',')
+             FROM engram._conflicts('bob', 'planning', '[1,0,0,0]'::vector, NULL, NULL, NULL, 0) c));
          CREATE VIEW app.hits AS SELECT * FROM app.one WHERE x = app.leak((SELECT string_agg(h.id::text, ',')
              FROM engram._search_hits('bob', '{{active}}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                       NULL, NULL, NULL, '[1,0,0,0]'::vector, 'planning', 5, NULL, NULL, false, NULL,
@@ -613,6 +615,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
          SELECT count(*) FROM app.state_of;
          SELECT count(*) FROM app.context;
          SELECT count(*) FROM app.near;
+         SELECT count(*) FROM app.conflicts;
          SELECT count(*) FROM app.hits;
          EXPLAIN SELECT * FROM app.stats;
          SELECT count(*) FROM app.guarded;
@@ -643,6 +646,7 @@ async fn planning_a_dbas_statement_lends_it_nothing() {
         if who.is_empty() {
             for helper in [
                 "engram._knn",
+                "engram._conflicts",
                 "engram._search_hits",
                 "engram._pinned_slots",
                 "engram._state_of",

@@ -194,3 +194,58 @@ async fn scoped_search_matches_exact_scan_at_every_selectivity() {
     );
     assert_eq!(seq_scans, 0, "no sequential scan of engram.scope_blocks");
 }
+
+/// A scope the lists do not cover (a kinds filter) is sized by the
+/// planner's estimate, which a session keeps: it must follow the table.
+/// No procedural memory yet: the estimate is tiny, the scope scanned
+/// exactly (no HNSW scan). After 2,000 of them and an ANALYZE, the same
+/// session's same search walks the HNSW index; a kept estimate that
+/// ignored the table would scan exactly again.
+#[tokio::test]
+async fn a_kept_scope_estimate_follows_the_table() {
+    let db = TestDb::new(4).await;
+    let c = &db.admin;
+    let load = |kind: &'static str| async move {
+        c.execute(
+            "INSERT INTO engram.memories (owner, kind, content, content_sha256, dedup_key, embedding)
+             SELECT 'o', $1, $1 || ' memory ' || n, sha256(($1 || n)::bytea), sha256(($1 || n)::bytea),
+                    ARRAY[sin(n), cos(n), sin(3 * n), 1]::vector
+             FROM generate_series(1, 2000) n",
+            &[&kind],
+        )
+        .await
+        .unwrap();
+        c.batch_execute("ANALYZE engram.memories").await.unwrap();
+    };
+    load("semantic").await;
+    c.batch_execute("SET engram.list_search_rows = 0").await.unwrap();
+    // (rows found, HNSW scans) of one search, in its own transaction
+    let search = || async {
+        c.batch_execute("BEGIN").await.unwrap();
+        let rows: i64 = c
+            .query_one(
+                "SELECT count(*) FROM engram.search(owner => 'o', query_embedding => '[0.5, 0.5, 0.2, 1]', k => 10,
+                                                    kinds => '{procedural}')",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let scans: i64 = c
+            .query_one(
+                "SELECT pg_stat_get_xact_numscans('engram.memories_embedding_hnsw'::regclass)",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        c.batch_execute("COMMIT").await.unwrap();
+        (rows, scans)
+    };
+    assert_eq!(search().await, (0, 0));
+    assert_eq!(search().await, (0, 0), "the kept estimate");
+    load("procedural").await;
+    let (rows, scans) = search().await;
+    assert_eq!(rows, 10);
+    assert!(scans > 0, "a scope of half the table still scanned exactly: {scans}");
+}

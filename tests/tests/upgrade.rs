@@ -1817,7 +1817,7 @@ async fn upgrade_from_0_22_0_resumes_as_before() {
 /// 0.23.0 -> 0.24.0: remember's conflict check is one Rust call
 /// (`_conflicts`). The same answers before and after: the conflicts found
 /// (ids, contents, similarities, reasons) in a scope, in a context, at a
-/// past validity time, a duplicate, an episodic memory (never compared),
+/// past validity time (valid_from, occurred_at), a duplicate, an episodic memory (never compared),
 /// a refusal and a write stored anyway.
 #[tokio::test]
 async fn upgrade_from_0_23_0_remembers_as_before() {
@@ -1854,6 +1854,8 @@ async fn upgrade_from_0_23_0_remembers_as_before() {
          internal_type => 'agent', tags => engram.internal_tags('agent')",
         "content => 'We moved the billing API to port 9090 on Tuesday', embedding => '[1, 0.1, 0.01, 0]', kind => 'episodic'",
         "content => 'The billing API listens on port 8080', embedding => '[1, 0.1, 0, 0]'",
+        "content => 'The office router listens on port 9090', embedding => '[0, 0, 1, 0.12]',
+         occurred_at => '2020-06-01'",
     ];
     // each write's status and conflicts, and what it stored, undone after
     let run = |write: &'static str| {
@@ -1916,6 +1918,7 @@ async fn upgrade_from_0_23_0_remembers_as_before() {
         before[7]
     );
     assert_eq!(before[8].0, "duplicate", "{:?}", before[8]);
+    assert!(conflicts(9).contains("office router"), "{:?}", before[9]);
     let callable: bool = old
         .query_one(
             "SELECT has_function_privilege('engram_agent',

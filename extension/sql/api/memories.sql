@@ -459,15 +459,16 @@ BEGIN
     -- are those valid when the new one starts to hold (now, by default): a
     -- fact about 2020 is checked against what held in 2020.
     IF v_kind <> 'episodic' AND remember.embedding IS NOT NULL THEN
-        -- (valid_at NULL reads what holds now, as v_valid does then)
+        -- (NULL, what holds now, unless the caller named a time: now() is
+        -- new in every transaction, and a value would make each call's
+        -- scope a new one, planned anew)
         SELECT jsonb_agg(jsonb_build_object('id', c.id, 'content', left(c.content, 2000),
                                             'similarity', round(c.similarity::numeric, 4), 'reasons', to_jsonb(c.reasons))
                          || CASE WHEN char_length(c.content) > 2000 THEN '{"truncated": true}'::jsonb ELSE '{}' END
                          ORDER BY c.similarity DESC)
         INTO v_conflicts
         FROM engram._conflicts(v_owner, remember.content, remember.embedding, remember.internal_type, v_scope,
-                               CASE WHEN remember.valid_from IS NOT NULL OR remember.occurred_at IS NOT NULL
-                                    THEN v_valid END,
+                               coalesce(remember.valid_from, remember.occurred_at),
                                v_threshold) c;
         -- A conflict the caller named in supersedes is settled; any other
         -- refuses the write unless force says to store it alongside.
