@@ -124,15 +124,20 @@ fn estimate_sql(owned: bool) -> String {
     )
 }
 
-/// The table's size (planner statistics), whether Citus is installed, the
-/// table's bytes now (the planner scales its statistics by its pages), and
-/// what its statistics are: its file (a TRUNCATE gives a new one) and the
-/// last ANALYZEs, by hand and by autovacuum.
+/// The table's size (planner statistics), whether Citus is installed, and
+/// the table's bytes now (the planner scales its statistics by its pages).
 const TABLE_SQL: &str =
     "SELECT greatest(c.reltuples, 1)::float8, pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL,
-        pg_catalog.pg_relation_size(c.oid)::float8,
-        c.relfilenode::text || '/' || coalesce(pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text, '') || '/'
-            || coalesce(pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text, '')
+        pg_catalog.pg_relation_size(c.oid)::float8
+FROM pg_catalog.pg_class c WHERE c.oid = 'engram.memories'::pg_catalog.regclass";
+
+/// What the table's statistics are: its file (a TRUNCATE gives a new one)
+/// and its last ANALYZEs, by hand and by autovacuum. Read only where an
+/// estimate is needed: the activity statistics it reads may be a snapshot
+/// of every table's (`stats_fetch_consistency = snapshot`).
+const STATISTICS_SQL: &str =
+    "SELECT c.relfilenode::text || '/' || coalesce(pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text, '') || '/'
+        || coalesce(pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text, '')
 FROM pg_catalog.pg_class c WHERE c.oid = 'engram.memories'::pg_catalog.regclass";
 
 /// The scope's smallest list, the number of lists the scope needs (the
@@ -554,7 +559,6 @@ fn nearest(client: &SpiClient<'_>, s: &Scope, query: RawVector, n: i32, gucs: &G
         let table = Table {
             rows: total,
             bytes: col::<f64>(&row, 3).unwrap_or(0.0),
-            statistics: col::<String>(&row, 4).unwrap_or_default(),
         };
         (total, col::<bool>(&row, 2).unwrap_or(false), table)
     });
@@ -675,12 +679,11 @@ pub(crate) fn distributed(client: &SpiClient<'_>) -> bool {
         .unwrap_or_else(|e| error!("engram: reading whether engram's tables are distributed failed: {e}"))
 }
 
-/// What the planner's estimate of a scope depends on besides the scope: the
-/// table's row count, its bytes now, and its statistics' version.
+/// The table's size, as the planner's estimate of a scope depends on it:
+/// its row count and its bytes now.
 struct Table {
     rows: f64,
     bytes: f64,
-    statistics: String,
 }
 
 /// A scope's estimate as a key: every field but the filter (a scope with a
@@ -701,7 +704,7 @@ struct EstimateKey {
 }
 
 impl EstimateKey {
-    fn of(s: &Scope, table: Table) -> Option<Self> {
+    fn of(s: &Scope, table: Table, statistics: String) -> Option<Self> {
         let time = |t: Option<TimestampWithTimeZone>| t.map(TimestampWithTimeZone::into_inner);
         s.filter.is_none().then(|| EstimateKey {
             // SAFETY: a plain read of the current role.
@@ -711,7 +714,7 @@ impl EstimateKey {
             rows: table.rows.to_bits(),
             // (a step each time the table grows by a tenth)
             growth: table.bytes.max(1.0).log(1.1) as i64,
-            statistics: table.statistics,
+            statistics,
             texts: [
                 s.owner.clone(),
                 s.internal_type.clone(),
@@ -736,6 +739,7 @@ impl EstimateKey {
 const ESTIMATES_KEPT: usize = 256;
 thread_local! {
     static ESTIMATES: RefCell<std::collections::HashMap<EstimateKey, f64>> = RefCell::default();
+    static STATISTICS: RefCell<Option<OwnedPreparedStatement>> = const { RefCell::new(None) };
 }
 
 /// [`estimate`], planned once per scope, table and minute in a session:
@@ -746,7 +750,18 @@ thread_local! {
 /// scan: remember's conflict check and every search with a kind, session,
 /// time or level filter paid it on each call.
 fn estimate_kept(client: &SpiClient<'_>, s: &Scope, slots: &Slots, table: Table) -> f64 {
-    let Some(key) = EstimateKey::of(s, table) else {
+    if s.filter.is_some() {
+        return estimate(client, s, slots);
+    }
+    let statistics = STATISTICS.with_borrow_mut(|slot| {
+        let plan = crate::kept::kept(slot, client, || (STATISTICS_SQL.into(), vec![]));
+        let row = client
+            .select(plan, None, &[])
+            .unwrap_or_else(|e| error!("engram: reading the table's statistics failed: {e}"))
+            .first();
+        col::<String>(&row, 1).unwrap_or_default()
+    });
+    let Some(key) = EstimateKey::of(s, table, statistics) else {
         return estimate(client, s, slots);
     };
     if let Some(rows) = ESTIMATES.with_borrow(|e| e.get(&key).copied()) {
