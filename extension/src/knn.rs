@@ -332,6 +332,7 @@ impl Scope {
 struct Prepared {
     vector: Option<pg_sys::Oid>,
     table: Option<OwnedPreparedStatement>,
+    statistics: Option<OwnedPreparedStatement>,
     sizes: Option<OwnedPreparedStatement>,
     publications: Option<OwnedPreparedStatement>,
     list: Option<OwnedPreparedStatement>,
@@ -347,6 +348,7 @@ thread_local! {
 #[derive(Clone, Copy)]
 enum Statement {
     Table,
+    Statistics,
     Sizes,
     Publications,
     List,
@@ -372,6 +374,7 @@ fn with_prepared<R>(
         }
         let slot = match which {
             Statement::Table => &mut p.table,
+            Statement::Statistics => &mut p.statistics,
             Statement::Sizes => &mut p.sizes,
             Statement::Publications => &mut p.publications,
             Statement::List => &mut p.list,
@@ -382,6 +385,7 @@ fn with_prepared<R>(
             use pg_sys::BuiltinOid::*;
             match which {
                 Statement::Table => (TABLE_SQL.into(), vec![]),
+                Statement::Statistics => (STATISTICS_SQL.into(), vec![]),
                 Statement::Sizes => (
                     SIZES_SQL.into(),
                     vec![
@@ -687,8 +691,8 @@ struct Table {
 }
 
 /// A scope's estimate as a key: every field but the filter (a scope with a
-/// filter is estimated on each call), with the table, the role the
-/// estimate was planned as, and the minute (the scope's expiry and
+/// filter is not kept), with the table, the role the estimate was planned
+/// as, and the minute (the scope's expiry and
 /// validity are read at now()).
 #[derive(PartialEq, Eq, Hash)]
 struct EstimateKey {
@@ -704,9 +708,9 @@ struct EstimateKey {
 }
 
 impl EstimateKey {
-    fn of(s: &Scope, table: Table, statistics: String) -> Option<Self> {
+    fn of(s: &Scope, table: Table, statistics: String) -> Self {
         let time = |t: Option<TimestampWithTimeZone>| t.map(TimestampWithTimeZone::into_inner);
-        s.filter.is_none().then(|| EstimateKey {
+        EstimateKey {
             // SAFETY: a plain read of the current role.
             role: u32::from(unsafe { pg_sys::GetUserId() }),
             // SAFETY: a plain read of the transaction's start.
@@ -731,7 +735,7 @@ impl EstimateKey {
             ],
             times: [time(s.created_after), time(s.created_before), time(s.valid_at)],
             max_level: s.max_level,
-        })
+        }
     }
 }
 
@@ -739,7 +743,6 @@ impl EstimateKey {
 const ESTIMATES_KEPT: usize = 256;
 thread_local! {
     static ESTIMATES: RefCell<std::collections::HashMap<EstimateKey, f64>> = RefCell::default();
-    static STATISTICS: RefCell<Option<OwnedPreparedStatement>> = const { RefCell::new(None) };
 }
 
 /// [`estimate`], planned once per scope, table and minute in a session:
@@ -753,17 +756,14 @@ fn estimate_kept(client: &SpiClient<'_>, s: &Scope, slots: &Slots, table: Table)
     if s.filter.is_some() {
         return estimate(client, s, slots);
     }
-    let statistics = STATISTICS.with_borrow_mut(|slot| {
-        let plan = crate::kept::kept(slot, client, || (STATISTICS_SQL.into(), vec![]));
+    let statistics = with_prepared(client, slots.query.oid(), Statement::Statistics, |st| {
         let row = client
-            .select(plan, None, &[])
+            .select(st, None, &[])
             .unwrap_or_else(|e| error!("engram: reading the table's statistics failed: {e}"))
             .first();
         col::<String>(&row, 1).unwrap_or_default()
     });
-    let Some(key) = EstimateKey::of(s, table, statistics) else {
-        return estimate(client, s, slots);
-    };
+    let key = EstimateKey::of(s, table, statistics);
     if let Some(rows) = ESTIMATES.with_borrow(|e| e.get(&key).copied()) {
         return rows;
     }
